@@ -1,0 +1,1 @@
+"""Built-in adapter manifests (TOML), installed as ``spyre_adapters.manifests``."""

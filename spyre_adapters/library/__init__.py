@@ -1,0 +1,1 @@
+"""Built-in adapter implementations, one concept per module."""

@@ -1,0 +1,109 @@
+"""The exceptions of :mod:`spyre_sim`.
+
+One base class, :class:`SpyreSimError`; every error carries the facts a test or a layer above
+needs as attributes, and its message says what failed, where, the rule, and the remedy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "CatalogueError",
+    "InferenceOnlyError",
+    "SpyreLayoutError",
+    "SpyreLoweringError",
+    "SpyreSimError",
+]
+
+
+class SpyreSimError(Exception):
+    """Base class of every error raised by :mod:`spyre_sim`."""
+
+
+class SpyreLoweringError(SpyreSimError, RuntimeError):
+    """An op on a ``spyre`` tensor cannot be lowered by the active stack release.
+
+    Attributes are stable and meant to be read by tests and by the layers above:
+
+    - ``op``: the ATen overload, e.g. ``"aten.sin.default"``;
+    - ``dtypes`` / ``shapes``: of the tensor arguments, in order;
+    - ``release``: the active stack release name, e.g. ``"2026.05"``;
+    - ``gap``: the gap id from the catalogue (``"sin-cos"``);
+    - ``closes_in``: the first release at or after ``release`` that closes the gap, or
+      ``None`` when no known release does (``lasting`` gaps, or still open);
+    - ``lasting``: the gap is a lasting hardware property;
+    - ``module_path``: dotted path of the ``nn.Module`` whose forward was running, or ``None``;
+    - ``reason``: the rule that failed, in words;
+    - ``hints``: extra remedies added by layers above (e.g. the adapter that bridges the gap).
+    """
+
+    def __init__(
+        self,
+        *,
+        op: str,
+        release: str,
+        gap: str,
+        reason: str,
+        dtypes: Sequence[str] = (),
+        shapes: Sequence[tuple[int, ...]] = (),
+        closes_in: str | None = None,
+        lasting: bool = False,
+        module_path: str | None = None,
+        hints: Sequence[str] = (),
+    ) -> None:
+        self.op = op
+        self.release = release
+        self.gap = gap
+        self.reason = reason
+        self.dtypes = tuple(dtypes)
+        self.shapes = tuple(tuple(s) for s in shapes)
+        self.closes_in = closes_in
+        self.lasting = lasting
+        self.module_path = module_path
+        self.hints: list[str] = list(hints)
+        super().__init__(op)
+
+    def add_hint(self, hint: str) -> None:
+        """Add a remedy (shown on its own line), e.g. ``"adapter `rope-rotation` bridges it"``."""
+        if hint not in self.hints:
+            self.hints.append(hint)
+
+    @property
+    def closes(self) -> str:
+        """Where the gap closes, in words: a release, ``"lasting"`` or ``"still open"``."""
+        if self.closes_in is not None:
+            return f"closed in {self.closes_in}"
+        return "lasting" if self.lasting else "still open"
+
+    def __str__(self) -> str:
+        sig = ", ".join(
+            f"{d}{list(s)}" for d, s in zip(self.dtypes, self.shapes, strict=False)
+        )
+        where = f"; in {self.module_path}" if self.module_path else ""
+        text = (
+            f"{self.op}({sig}) is not lowered by stack {self.release}: {self.reason} "
+            f"(gap `{self.gap}`, {self.closes}){where}"
+        )
+        for hint in self.hints:
+            text += f"\n  hint: {hint}"
+        return text
+
+
+class SpyreLayoutError(SpyreLoweringError):
+    """A layout rule of the device (sticks, rank, offsets, zero-length) rejects the op."""
+
+
+class InferenceOnlyError(SpyreSimError, RuntimeError):
+    """Autograd/backward was requested on the device, which is inference-only."""
+
+
+class CatalogueError(SpyreSimError, ValueError):
+    """A stack-release file is malformed. ``problems`` lists every problem found, each as
+    ``"<file>: <key>: <what is wrong> (got <value>)"``; the message shows all of them."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        count = len(self.problems)
+        head = f"{count} problem{'s' if count != 1 else ''} in stack-release data"
+        super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
