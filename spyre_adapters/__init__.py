@@ -1,5 +1,91 @@
-"""Versioned adapters that bridge a Spyre stack release's gaps, and their lifecycle."""
+"""Versioned adapters that bridge a Spyre stack release's gaps, and their lifecycle.
+
+Importing this package imports neither torch nor any plugin; plugins are discovered when a
+registry is built (:func:`build_registry`, or on the first :func:`prepare` without one).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from spyre_adapters.errors import (
+    AdapterApplyError,
+    AlreadyPreparedError,
+    DuplicateAdapterError,
+    LockError,
+    ManifestError,
+    PluginError,
+    Problem,
+    SpyreAdaptersError,
+    UnknownAdapterError,
+    UnknownReleaseError,
+    WaiverError,
+)
+from spyre_adapters.hookspecs import hookimpl
+from spyre_adapters.lifecycle import AdapterStatus, Lifecycle, Status, StatusChange, status_at
+from spyre_adapters.lock import (
+    DEFAULT_LOCK_FILE,
+    Lock,
+    LockEntry,
+    LockFinding,
+    PinnedAdapter,
+    check_lock,
+    pin,
+    read_lock,
+    write_lock,
+)
+from spyre_adapters.manifest import AdapterKind, Manifest, load_manifest, load_manifests
+from spyre_adapters.prepare import (
+    AppliedAdapter,
+    Prepared,
+    applied,
+    default_registry,
+    prepare,
+    prepared_release,
+    restore,
+)
+from spyre_adapters.registry import DISABLE_ENV, Registry, build_registry
+from spyre_adapters.waivers import Waiver, load_waivers
+
+__all__ = [
+    "DEFAULT_LOCK_FILE",
+    "DISABLE_ENV",
+    "AdapterApplyError",
+    "AdapterKind",
+    "AdapterStatus",
+    "AlreadyPreparedError",
+    "AppliedAdapter",
+    "DuplicateAdapterError",
+    "Lifecycle",
+    "Lock",
+    "LockEntry",
+    "LockError",
+    "LockFinding",
+    "Manifest",
+    "ManifestError",
+    "PinnedAdapter",
+    "PluginError",
+    "Prepared",
+    "Problem",
+    "Registry",
+    "SpyreAdaptersError",
+    "Status",
+    "StatusChange",
+    "UnknownAdapterError",
+    "UnknownReleaseError",
+    "Waiver",
+    "WaiverError",
+    "applied",
+    "build_registry",
+    "check_lock",
+    "default_registry",
+    "hookimpl",
+    "load_manifest",
+    "load_manifests",
+    "load_waivers",
+    "pin",
+    "prepare",
+    "prepared_release",
+    "read_lock",
+    "restore",
+    "status_at",
+    "write_lock",
+]

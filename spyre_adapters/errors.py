@@ -1,0 +1,172 @@
+"""The exceptions of :mod:`spyre_adapters`.
+
+One base class, :class:`SpyreAdaptersError`. Every error carries the facts a test or a caller
+needs as attributes; its message says what failed (value quoted), where (file and key, adapter
+and module path), the rule, and the remedy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "AdapterApplyError",
+    "AlreadyPreparedError",
+    "DuplicateAdapterError",
+    "LockError",
+    "ManifestError",
+    "PluginError",
+    "Problem",
+    "SpyreAdaptersError",
+    "UnknownAdapterError",
+    "UnknownReleaseError",
+    "WaiverError",
+]
+
+
+class SpyreAdaptersError(Exception):
+    """Base class of every error raised by :mod:`spyre_adapters`."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in a data file: ``where`` is the file, ``key`` the key inside it."""
+
+    where: str
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        key = f": {self.key}" if self.key else ""
+        return f"{self.where}{key}: {self.message}"
+
+
+class _ProblemsError(SpyreAdaptersError, ValueError):
+    """An error listing every problem found at once (never only the first one)."""
+
+    _subject = "data"
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems: list[Problem] = list(problems)
+        count = len(self.problems)
+        head = f"{count} problem{'s' if count != 1 else ''} in {self._subject}"
+        super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class ManifestError(_ProblemsError):
+    """Adapter manifests are invalid. ``problems`` lists every problem of every file, each
+    naming the file and key; nothing from the set was registered."""
+
+    _subject = "adapter manifests"
+
+
+class WaiverError(_ProblemsError):
+    """A waivers file is invalid; ``problems`` lists every problem with file and key."""
+
+    _subject = "waivers"
+
+
+class LockError(_ProblemsError):
+    """A lock file is malformed, or does not match the installed adapters (tampered, missing
+    entries). ``problems`` lists every problem with the lock entry it concerns."""
+
+    _subject = "the adapter lock"
+
+
+class DuplicateAdapterError(SpyreAdaptersError, ValueError):
+    """The same adapter name and version was registered twice; names both sources."""
+
+    def __init__(self, name: str, version: str, first: str, second: str) -> None:
+        self.name = name
+        self.version = version
+        self.first = first
+        self.second = second
+        super().__init__(
+            f"adapter {name!r} version {version} is registered twice: by {first} and by "
+            f"{second}; each name+version must come from one source (uninstall one of them, "
+            f"or disable a plugin with SPYRE_ADAPTERS_DISABLE=<plugin name>)"
+        )
+
+
+class PluginError(SpyreAdaptersError, RuntimeError):
+    """A registration plugin failed; ``plugin`` names it, the cause is chained."""
+
+    def __init__(self, plugin: str, reason: str) -> None:
+        self.plugin = plugin
+        self.reason = reason
+        super().__init__(
+            f"adapter plugin {plugin!r} failed to register: {reason} (fix the plugin, or "
+            f"disable it with SPYRE_ADAPTERS_DISABLE={plugin})"
+        )
+
+
+class UnknownAdapterError(SpyreAdaptersError, LookupError):
+    """No registered adapter has this name (or version)."""
+
+    def __init__(self, name: str, version: str | None, known: Sequence[str]) -> None:
+        self.name = name
+        self.version = version
+        self.known = list(known)
+        what = f"adapter {name!r}" + (f" version {version}" if version else "")
+        listing = ", ".join(self.known) if self.known else "none"
+        super().__init__(f"{what} is not registered (registered: {listing})")
+
+    def __str__(self) -> str:  # LookupError would repr() the message otherwise
+        return str(self.args[0])
+
+
+class UnknownReleaseError(SpyreAdaptersError, LookupError):
+    """A stack release name is not in the catalogue."""
+
+    def __init__(self, spec: str, known: Sequence[str]) -> None:
+        self.spec = spec
+        self.known = list(known)
+        super().__init__(
+            f"unknown stack release {spec!r}: expected one of {', '.join(self.known)} "
+            f"or a path to a release TOML file"
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class AlreadyPreparedError(SpyreAdaptersError, RuntimeError):
+    """``prepare`` was called on a model already prepared differently."""
+
+    def __init__(self, prepared_for: str, requested: str, detail: str) -> None:
+        self.prepared_for = prepared_for
+        self.requested = requested
+        super().__init__(
+            f"model is already prepared for stack {prepared_for} ({detail}); preparing it for "
+            f"{requested} would stack two adapter sets: call spyre_adapters.restore(model) first"
+        )
+
+
+class AdapterApplyError(SpyreAdaptersError, RuntimeError):
+    """An adapter failed while being matched or applied; the whole prepare was rolled back.
+
+    ``adapter``/``version`` name it, ``stage`` is ``"matches"`` or ``"apply"``, ``cause`` is
+    the original exception (also chained as ``__cause__``), ``rolled_back`` lists the adapters
+    already applied in this prepare that were undone.
+    """
+
+    def __init__(
+        self,
+        adapter: str,
+        version: str,
+        stage: str,
+        cause: BaseException,
+        rolled_back: Sequence[str],
+    ) -> None:
+        self.adapter = adapter
+        self.version = version
+        self.stage = stage
+        self.cause = cause
+        self.rolled_back = list(rolled_back)
+        undone = f"; rolled back {', '.join(self.rolled_back)} too" if self.rolled_back else ""
+        super().__init__(
+            f"adapter {adapter!r} {version} failed in {stage}(): "
+            f"{type(cause).__name__}: {cause}; the model was restored to its state before "
+            f"prepare{undone}"
+        )

@@ -1,0 +1,520 @@
+"""Adapter manifests: one TOML file per adapter version, parsed into a frozen :class:`Manifest`.
+
+A manifest says what an adapter bridges and where it may run; the implementation (named by
+``entry_point``) only says whether it matches a model and how to change it. The keys are
+documented with a worked example in ``manifests/README.md``; in short::
+
+    schema_version = 1
+    name = "rope-rotation"
+    version = "1.0"
+    kind = "scaffolding"              # or "permanent"
+    summary = "RoPE as precomputed rotation matrices (no sin/cos, no slicing on device)"
+    gaps = ["sin-cos", "rotate-half"]
+    families = ["llama", "mistral"]
+    stacks = ">=2025.12"              # packaging specifier over release versions
+    retire_by = "2026.09"             # optional: keeping it after this release is an error
+    entry_point = "spyre_adapters.library.rope:adapter"
+    order = 50                        # optional, default 100: lower is applied first
+
+Validation is complete, not first-error: :func:`load_manifests` collects every problem of every
+file (unknown keys, wrong types, bad versions and specifiers, unknown gap ids, kind that does not
+fit the gaps, an entry point that does not import or is not an adapter, an unknown ``retire_by``)
+and raises one :class:`~spyre_adapters.errors.ManifestError` listing them with file and key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import hashlib
+import importlib
+import importlib.util
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from spyre_adapters.errors import ManifestError, Problem
+from spyre_adapters.stacks import CatalogueLike, is_lasting
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "DEFAULT_ORDER",
+    "MANIFEST_SCHEMA_VERSION",
+    "AdapterKind",
+    "Manifest",
+    "load_manifest",
+    "load_manifests",
+    "parse_manifest",
+]
+
+#: The manifest format this version of the package reads and writes.
+MANIFEST_SCHEMA_VERSION = 1
+#: ``order`` of a manifest that does not set one.
+DEFAULT_ORDER = 100
+
+_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_ENTRY_POINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_KEYS = (
+    "schema_version",
+    "name",
+    "version",
+    "kind",
+    "summary",
+    "gaps",
+    "families",
+    "stacks",
+    "retire_by",
+    "entry_point",
+    "order",
+)
+_REQUIRED = (
+    "schema_version",
+    "name",
+    "version",
+    "kind",
+    "summary",
+    "gaps",
+    "families",
+    "stacks",
+    "entry_point",
+)
+
+
+class AdapterKind(enum.Enum):
+    """``scaffolding`` bridges transitional gaps and retires; ``permanent`` bridges a lasting
+    hardware property and never retires."""
+
+    SCAFFOLDING = "scaffolding"
+    PERMANENT = "permanent"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One adapter version, as declared by its manifest file.
+
+    ``source`` is the file it was read from and ``sha256`` the hash of that file's bytes
+    (both empty for a manifest built in code).
+    """
+
+    name: str
+    version: Version
+    kind: AdapterKind
+    summary: str
+    gaps: tuple[str, ...]
+    families: tuple[str, ...]
+    stacks: SpecifierSet
+    entry_point: str
+    retire_by: str | None = None
+    order: int = DEFAULT_ORDER
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+    source: str = ""
+    sha256: str = ""
+
+    @property
+    def key(self) -> tuple[str, Version]:
+        """``(name, version)``: unique in a registry."""
+        return (self.name, self.version)
+
+    @property
+    def label(self) -> str:
+        """``"name version"`` for messages."""
+        return f"{self.name} {self.version}"
+
+    def admits(self, release_version: Version) -> bool:
+        """Whether the manifest's ``stacks`` specifier admits a release version."""
+        return self.stacks.contains(release_version, prereleases=True)
+
+    def load(self) -> Any:
+        """Import and return the implementation named by ``entry_point``."""
+        return _import_entry_point(self.entry_point)
+
+    def implementation_file(self) -> Path | None:
+        """The source file of the entry point's module, when it has one."""
+        module_name = self.entry_point.partition(":")[0]
+        module = sys.modules.get(module_name)
+        origin = getattr(module, "__file__", None) if module is not None else None
+        if origin is None:
+            spec = importlib.util.find_spec(module_name)
+            origin = spec.origin if spec is not None else None
+        if origin is None or not Path(origin).is_file():
+            return None
+        return Path(origin)
+
+
+def _import_entry_point(entry_point: str) -> Any:
+    module_name, _, attr_path = entry_point.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for attr in attr_path.split("."):
+        obj = getattr(obj, attr)
+    return obj
+
+
+def _describe(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+class _Checker:
+    """Collects the problems of one manifest document."""
+
+    def __init__(self, where: str, data: Mapping[str, Any]) -> None:
+        self.where = where
+        self.data = data
+        self.problems: list[Problem] = []
+
+    def problem(self, key: str, message: str) -> None:
+        self.problems.append(Problem(self.where, key, message))
+
+    def string(self, key: str) -> str | None:
+        if key not in self.data:
+            return None
+        value = self.data[key]
+        if not isinstance(value, str):
+            self.problem(key, f"expected a string, got {_describe(value)}")
+            return None
+        if not value.strip():
+            self.problem(key, "must not be empty")
+            return None
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...] | None:
+        if key not in self.data:
+            return None
+        value = self.data[key]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.problem(key, f"expected a list of strings, got {_describe(value)}")
+            return None
+        if len(set(value)) != len(value):
+            dupes = sorted({v for v in value if value.count(v) > 1})
+            self.problem(key, f"lists {', '.join(map(repr, dupes))} more than once")
+        return tuple(value)
+
+    def integer(self, key: str) -> int | None:
+        if key not in self.data:
+            return None
+        value = self.data[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(key, f"expected an integer, got {_describe(value)}")
+            return None
+        return value
+
+
+def parse_manifest(
+    data: Mapping[str, Any],
+    *,
+    where: str,
+    catalogue: CatalogueLike,
+    check_entry_point: bool = True,
+    sha256: str = "",
+) -> tuple[Manifest | None, list[Problem]]:
+    """Validate one parsed manifest document; return the manifest (or ``None``) and every
+    problem found. ``where`` names the file in problem messages."""
+    check = _Checker(where, data)
+
+    for key in data:
+        if key not in _KEYS:
+            close = difflib.get_close_matches(key, _KEYS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(_KEYS)}"
+            check.problem(key, f"unknown key{hint}")
+    for key in _REQUIRED:
+        if key not in data:
+            check.problem(key, "required key is missing")
+
+    schema = check.integer("schema_version")
+    if schema is not None and schema != MANIFEST_SCHEMA_VERSION:
+        check.problem(
+            "schema_version",
+            f"unsupported schema version {schema} (this spyre-adapters reads "
+            f"{MANIFEST_SCHEMA_VERSION}; upgrade spyre-adapters or rewrite the manifest)",
+        )
+
+    name = check.string("name")
+    if name is not None and not _NAME.match(name):
+        check.problem(
+            "name",
+            f"{name!r} is not a valid adapter name (lower-case letters, digits and single "
+            f"hyphens, e.g. 'rope-rotation')",
+        )
+        name = None
+
+    version: Version | None = None
+    version_text = check.string("version")
+    if version_text is not None:
+        try:
+            version = Version(version_text)
+        except InvalidVersion:
+            check.problem("version", f"{version_text!r} is not a PEP 440 version (e.g. '1.0')")
+
+    kind: AdapterKind | None = None
+    kind_text = check.string("kind")
+    if kind_text is not None:
+        try:
+            kind = AdapterKind(kind_text)
+        except ValueError:
+            check.problem("kind", f"{kind_text!r} is not one of 'scaffolding', 'permanent'")
+
+    summary = check.string("summary")
+    families = check.strings("families")
+
+    stacks: SpecifierSet | None = None
+    stacks_text = check.string("stacks")
+    if stacks_text is not None:
+        try:
+            stacks = SpecifierSet(stacks_text)
+        except InvalidSpecifier:
+            check.problem(
+                "stacks",
+                f"{stacks_text!r} is not a version specifier over releases (e.g. '>=2026.02,<2026.09')",
+            )
+
+    gaps = check.strings("gaps")
+    if gaps is not None:
+        _check_gaps(check, gaps, kind, catalogue)
+
+    retire_by = check.string("retire_by")
+    if retire_by is not None:
+        names = [r.name for r in catalogue.releases]
+        if retire_by not in names:
+            check.problem(
+                "retire_by",
+                f"{retire_by!r} is not a release of the stack catalogue (known: {', '.join(names)})",
+            )
+            retire_by = None
+        elif kind is AdapterKind.PERMANENT:
+            check.problem(
+                "retire_by",
+                f"a permanent adapter is never retired; remove retire_by = {retire_by!r} or make "
+                f"the adapter kind 'scaffolding'",
+            )
+
+    order = check.integer("order")
+
+    entry_point = check.string("entry_point")
+    if entry_point is not None:
+        if not _ENTRY_POINT.match(entry_point):
+            check.problem(
+                "entry_point",
+                f"{entry_point!r} is not of the form 'package.module:object'",
+            )
+            entry_point = None
+        elif check_entry_point:
+            _check_entry_point(check, entry_point)
+
+    if check.problems:
+        return None, check.problems
+    assert name is not None
+    assert version is not None
+    assert kind is not None
+    assert summary is not None
+    assert gaps is not None
+    assert families is not None
+    assert stacks is not None
+    assert entry_point is not None
+    assert schema is not None
+    manifest = Manifest(
+        name=name,
+        version=version,
+        kind=kind,
+        summary=summary,
+        gaps=gaps,
+        families=families,
+        stacks=stacks,
+        entry_point=entry_point,
+        retire_by=retire_by,
+        order=DEFAULT_ORDER if order is None else order,
+        schema_version=schema,
+        source=where,
+        sha256=sha256,
+    )
+    return manifest, []
+
+
+def _check_gaps(
+    check: _Checker,
+    gaps: Sequence[str],
+    kind: AdapterKind | None,
+    catalogue: CatalogueLike,
+) -> None:
+    if not gaps:
+        check.problem("gaps", "must list at least one gap id (an adapter bridges something)")
+        return
+    known = list(catalogue.gaps)
+    unknown = [g for g in gaps if g not in catalogue.gaps]
+    for gap in unknown:
+        close = difflib.get_close_matches(gap, known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(known))}"
+        check.problem("gaps", f"unknown gap id {gap!r} ({hint})")
+    valid = [g for g in gaps if g in catalogue.gaps]
+    if unknown or kind is None:
+        return
+    lasting = [g for g in valid if is_lasting(catalogue, g)]
+    if kind is AdapterKind.PERMANENT and not lasting:
+        check.problem(
+            "gaps",
+            f"a permanent adapter must bridge a lasting gap, but {', '.join(map(repr, valid))} "
+            f"{'is' if len(valid) == 1 else 'are all'} transitional; make it kind = 'scaffolding'",
+        )
+    if kind is AdapterKind.SCAFFOLDING and len(lasting) == len(valid):
+        check.problem(
+            "gaps",
+            f"a scaffolding adapter must bridge a transitional gap, but "
+            f"{', '.join(map(repr, valid))} {'is' if len(valid) == 1 else 'are all'} lasting "
+            f"(never closed, so it could never retire); make it kind = 'permanent'",
+        )
+
+
+def _check_entry_point(check: _Checker, entry_point: str) -> None:
+    from spyre_adapters.contract import Adapter  # imports torch: only when validating
+
+    try:
+        obj = _import_entry_point(entry_point)
+    except Exception as exc:  # any import-time failure of third-party code is a finding
+        check.problem(
+            "entry_point",
+            f"{entry_point!r} does not import: {type(exc).__name__}: {exc}",
+        )
+        return
+    if not isinstance(obj, Adapter):
+        missing = [m for m in ("matches", "apply") if not callable(getattr(obj, m, None))]
+        check.problem(
+            "entry_point",
+            f"{entry_point!r} is a {type(obj).__name__}, not an adapter: it lacks "
+            f"{' and '.join(f'{m}()' for m in missing)} (see spyre_adapters.contract.Adapter)",
+        )
+
+
+def _read(file: Traversable, where: str) -> tuple[dict[str, Any] | None, str, list[Problem]]:
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        return None, "", [Problem(where, "", f"cannot be read: {exc}")]
+    digest = hashlib.sha256(raw).hexdigest()
+    try:
+        return tomllib.loads(raw.decode("utf-8")), digest, []
+    except UnicodeDecodeError as exc:
+        return None, digest, [Problem(where, "", f"is not UTF-8 text: {exc}")]
+    except tomllib.TOMLDecodeError as exc:
+        return None, digest, [Problem(where, "", f"is not valid TOML: {exc}")]
+
+
+def _layout_problems(
+    manifest: Manifest, file: Traversable, folder: str, where: str
+) -> list[Problem]:
+    """Under a manifests tree, ``<name>/<version>.toml`` must agree with the content."""
+    problems = []
+    if folder != manifest.name:
+        problems.append(
+            Problem(
+                where,
+                "name",
+                f"name {manifest.name!r} does not match the folder {folder!r} "
+                f"(expected '<name>/<version>.toml')",
+            )
+        )
+    stem = file.name.removesuffix(".toml")
+    try:
+        same_version = Version(stem) == manifest.version
+    except InvalidVersion:
+        same_version = False
+    if not same_version:
+        problems.append(
+            Problem(
+                where,
+                "version",
+                f"version {str(manifest.version)!r} does not match the file name {file.name!r} "
+                f"(expected '<name>/<version>.toml')",
+            )
+        )
+    return problems
+
+
+def _tree_files(root: Traversable) -> list[tuple[Traversable, str | None]]:
+    """Every ``*.toml`` directly under ``root`` (folder ``None``) or one folder below it."""
+    files: list[tuple[Traversable, str | None]] = []
+    for entry in root.iterdir():
+        if entry.is_dir():
+            files.extend(
+                (f, entry.name) for f in entry.iterdir() if f.is_file() and f.name.endswith(".toml")
+            )
+        elif entry.is_file() and entry.name.endswith(".toml"):
+            files.append((entry, None))
+    return sorted(files, key=lambda pair: str(pair[0]))
+
+
+def load_manifest(
+    path: Traversable | Path | str,
+    catalogue: CatalogueLike,
+    *,
+    check_entry_point: bool = True,
+) -> Manifest:
+    """Load and validate one manifest file; raise :class:`ManifestError` with every problem."""
+    return load_manifests([path], catalogue, check_entry_point=check_entry_point)[0]
+
+
+def load_manifests(
+    files: Iterable[Traversable | Path | str] | Traversable | Path | str,
+    catalogue: CatalogueLike,
+    *,
+    check_entry_point: bool = True,
+) -> list[Manifest]:
+    """Load and validate manifests: a directory tree (``<name>/<version>.toml``) or files.
+
+    All or nothing: when any file has a problem, :class:`ManifestError` lists the problems of
+    every file and no manifest is returned. Two files declaring the same name and version are a
+    problem too.
+    """
+    candidates: list[tuple[Traversable, str | None]]
+    if isinstance(files, (str, Path)) or not isinstance(files, Iterable):
+        root = Path(files) if isinstance(files, str) else files
+        candidates = [(root, None)] if root.is_file() else _tree_files(root)
+    else:
+        candidates = [(Path(f) if isinstance(f, str) else f, None) for f in files]
+    manifests: list[Manifest] = []
+    problems: list[Problem] = []
+    seen: dict[tuple[str, Version], str] = {}
+    for file, folder in candidates:
+        where = str(file)
+        data, digest, read_problems = _read(file, where)
+        if data is None:
+            problems.extend(read_problems)
+            continue
+        manifest, found = parse_manifest(
+            data,
+            where=where,
+            catalogue=catalogue,
+            check_entry_point=check_entry_point,
+            sha256=digest,
+        )
+        problems.extend(found)
+        if manifest is None:
+            continue
+        if folder is not None:
+            layout = _layout_problems(manifest, file, folder, where)
+            if layout:
+                problems.extend(layout)
+                continue
+        if manifest.key in seen:
+            problems.append(
+                Problem(
+                    where,
+                    "version",
+                    f"adapter {manifest.name!r} version {manifest.version} is also declared in "
+                    f"{seen[manifest.key]}",
+                )
+            )
+            continue
+        seen[manifest.key] = where
+        manifests.append(manifest)
+    if problems:
+        raise ManifestError(problems)
+    return manifests

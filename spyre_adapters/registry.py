@@ -1,0 +1,200 @@
+"""The adapter registry, and the factory that fills it through the pluggy hook.
+
+:func:`build_registry` is the only place plugins are discovered: it builds a
+``pluggy.PluginManager``, loads the entry-point group ``spyre_adapters`` (the built-in adapters
+are the entry point ``builtin``), honours the disable list (argument ``disable`` plus the
+environment variable ``SPYRE_ADAPTERS_DISABLE=name1,name2``, read only here, when called),
+checks that every hook implementation matches a spec (``check_pending``), and calls
+``spyre_adapters_register(registry)`` on each plugin in turn. The build is all or nothing: a
+plugin that fails, an invalid manifest, or a duplicate name+version raises, and no registry is
+returned.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+import pluggy
+from packaging.version import Version
+
+from spyre_adapters import hookspecs
+from spyre_adapters.errors import (
+    DuplicateAdapterError,
+    PluginError,
+    SpyreAdaptersError,
+    UnknownAdapterError,
+)
+from spyre_adapters.manifest import Manifest, load_manifests
+from spyre_adapters.stacks import CatalogueLike, default_catalogue
+
+__all__ = ["DISABLE_ENV", "Registry", "build_registry"]
+
+#: Environment variable naming plugins (entry-point names) to skip, comma separated.
+DISABLE_ENV = "SPYRE_ADAPTERS_DISABLE"
+
+
+class Registry:
+    """Every installed adapter manifest, keyed by name and version.
+
+    Several versions of one adapter may coexist; the same name and version twice is an error
+    naming both sources. Adding is atomic: a rejected batch leaves the registry unchanged.
+    """
+
+    def __init__(self, catalogue: CatalogueLike) -> None:
+        self.catalogue = catalogue
+        self._manifests: dict[tuple[str, Version], Manifest] = {}
+        self._sources: dict[tuple[str, Version], str] = {}
+        self._plugin: str | None = None
+        self.plugins: list[str] = []
+
+    # -- adding ------------------------------------------------------------------------------
+    def _describe_source(self, manifest: Manifest, source: str | None) -> str:
+        if source is not None:
+            return source
+        parts = []
+        if self._plugin is not None:
+            parts.append(f"plugin {self._plugin!r}")
+        if manifest.source:
+            parts.append(f"file {manifest.source}")
+        return " ".join(parts) if parts else "code"
+
+    def add(self, manifest: Manifest, *, source: str | None = None) -> None:
+        """Register one manifest. ``source`` describes where it came from (default: the
+        plugin being loaded and the manifest file)."""
+        self.add_all([manifest], source=source)
+
+    def add_all(self, manifests: Iterable[Manifest], *, source: str | None = None) -> None:
+        """Register several manifests, all or none."""
+        batch: dict[tuple[str, Version], str] = {}
+        pending = list(manifests)
+        for manifest in pending:
+            where = self._describe_source(manifest, source)
+            first = self._sources.get(manifest.key) or batch.get(manifest.key)
+            if first is not None:
+                raise DuplicateAdapterError(manifest.name, str(manifest.version), first, where)
+            batch[manifest.key] = where
+        for manifest in pending:
+            self._manifests[manifest.key] = manifest
+            self._sources[manifest.key] = batch[manifest.key]
+
+    def load_directory(
+        self, root: Traversable | Path | str, *, source: str | None = None
+    ) -> list[Manifest]:
+        """Validate every manifest under ``root`` (``<name>/<version>.toml``) against this
+        registry's catalogue and register them all, or raise and register none."""
+        manifests = load_manifests(Path(root) if isinstance(root, str) else root, self.catalogue)
+        self.add_all(manifests, source=source)
+        return manifests
+
+    # -- reading -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._manifests)
+
+    def __iter__(self) -> Iterator[Manifest]:
+        return iter(self.manifests())
+
+    def __contains__(self, name: object) -> bool:
+        return any(key[0] == name for key in self._manifests)
+
+    def manifests(self) -> tuple[Manifest, ...]:
+        """Every manifest, sorted by name then version."""
+        return tuple(self._manifests[key] for key in sorted(self._manifests))
+
+    def names(self) -> list[str]:
+        """Adapter names, sorted."""
+        return sorted({key[0] for key in self._manifests})
+
+    def versions(self, name: str) -> tuple[Manifest, ...]:
+        """Every version of adapter ``name``, oldest first (empty when unknown)."""
+        return tuple(self._manifests[key] for key in sorted(self._manifests) if key[0] == name)
+
+    def get(self, name: str, version: Version | str | None = None) -> Manifest:
+        """The manifest of ``name`` at ``version`` (default: the highest version)."""
+        versions = self.versions(name)
+        if not versions:
+            raise UnknownAdapterError(name, None, self.names())
+        if version is None:
+            return versions[-1]
+        wanted = Version(str(version))
+        for manifest in versions:
+            if manifest.version == wanted:
+                return manifest
+        known = [f"{m.name} {m.version}" for m in versions]
+        raise UnknownAdapterError(name, str(version), known)
+
+    def source_of(self, manifest: Manifest) -> str:
+        """Where ``manifest`` was registered from."""
+        return self._sources[manifest.key]
+
+    def bridging(self, gap_id: str) -> tuple[Manifest, ...]:
+        """Every manifest that lists ``gap_id``."""
+        return tuple(m for m in self.manifests() if gap_id in m.gaps)
+
+    @contextmanager
+    def _loading(self, plugin: str) -> Iterator[None]:
+        self._plugin = plugin
+        try:
+            yield
+        finally:
+            self._plugin = None
+
+
+def _disabled_from_env() -> list[str]:
+    value = os.environ.get(DISABLE_ENV, "")
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+def build_registry(
+    catalogue: CatalogueLike | None = None,
+    *,
+    disable: Sequence[str] = (),
+    entry_points: bool = True,
+    plugins: Sequence[object] = (),
+) -> Registry:
+    """Discover adapter plugins and return a filled :class:`Registry`.
+
+    ``catalogue`` validates gap ids and releases (default: the built-in stack catalogue).
+    ``disable`` lists plugin names to skip, added to ``SPYRE_ADAPTERS_DISABLE``.
+    ``entry_points=False`` skips the installed entry points (built-ins included) and uses only
+    ``plugins``: extra plugin objects or modules implementing the hook (registered under their
+    ``__name__``, or their class name).
+    """
+    catalogue = default_catalogue() if catalogue is None else catalogue
+    blocked = [*disable, *_disabled_from_env()]
+    manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    manager.add_hookspecs(hookspecs)
+    for name in blocked:
+        manager.set_blocked(name)
+    if entry_points:
+        manager.load_setuptools_entrypoints(hookspecs.PROJECT_NAME)
+    for plugin in plugins:
+        name = _plugin_name(plugin)
+        if not manager.is_blocked(name):
+            manager.register(plugin, name=name)
+    manager.check_pending()
+
+    registry = Registry(catalogue)
+    for impl in manager.hook.spyre_adapters_register.get_hookimpls():
+        name = impl.plugin_name
+        with registry._loading(name):
+            try:
+                impl.function(registry=registry)
+            except SpyreAdaptersError:
+                raise
+            except Exception as exc:
+                raise PluginError(name, f"{type(exc).__name__}: {exc}") from exc
+        registry.plugins.append(name)
+    registry.plugins.sort()
+    return registry
+
+
+def _plugin_name(plugin: object) -> str:
+    if isinstance(plugin, types.ModuleType):
+        return plugin.__name__
+    name = getattr(plugin, "__name__", None)
+    return name if isinstance(name, str) else type(plugin).__name__

@@ -1,0 +1,109 @@
+"""The view of the stack catalogue that :mod:`spyre_adapters` relies on.
+
+The catalogue itself lives in :mod:`spyre_sim.catalogue`; this module names the few members the
+adapter layer reads (as ``Protocol`` types, so tests and tools can pass a small catalogue of
+their own) and turns a user's ``stack`` argument into a release of a given catalogue.
+
+Only ``Release.gap_open`` and ``Gap.nature.value`` are read, never ``GapState`` members: a gap is
+closed for the lifecycle exactly when ``gap_open`` is false.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from packaging.version import Version
+
+from spyre_adapters.errors import UnknownReleaseError
+
+__all__ = [
+    "CatalogueLike",
+    "GapLike",
+    "ReleaseLike",
+    "default_catalogue",
+    "is_lasting",
+    "release_of",
+]
+
+#: What a caller may pass as ``stack``: a release name, a release TOML file, a release object.
+
+
+class _NatureLike(Protocol):
+    @property
+    def value(self) -> str: ...
+
+
+class GapLike(Protocol):
+    """A gap of the catalogue (``spyre_sim.catalogue.Gap``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def nature(self) -> _NatureLike: ...
+
+
+class ReleaseLike(Protocol):
+    """A stack release (``spyre_sim.catalogue.Release``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> Version: ...
+
+    def gap_open(self, gap_id: str) -> bool: ...
+
+
+class CatalogueLike(Protocol):
+    """The stack catalogue (``spyre_sim.catalogue.Catalogue``)."""
+
+    @property
+    def releases(self) -> Sequence[ReleaseLike]: ...
+
+    @property
+    def gaps(self) -> Mapping[str, GapLike]: ...
+
+
+def default_catalogue() -> CatalogueLike:
+    """The built-in catalogue of :mod:`spyre_sim` (imported on first use, not at import)."""
+    module = importlib.import_module("spyre_sim.catalogue")
+    return cast(CatalogueLike, module.builtin_catalogue())
+
+
+def is_lasting(catalogue: CatalogueLike, gap_id: str) -> bool:
+    """Whether ``gap_id`` is a lasting hardware property (never closed by any release)."""
+    gap = catalogue.gaps.get(gap_id)
+    return gap is not None and gap.nature.value == "lasting"
+
+
+def release_of(
+    stack: str | os.PathLike[str] | ReleaseLike | None, catalogue: CatalogueLike
+) -> ReleaseLike:
+    """Turn ``stack`` into a release.
+
+    ``None`` means the active release of :mod:`spyre_sim` (``spyre_sim.stack.current_stack()``)
+    when that module is available, else the newest release of ``catalogue``. A name is looked
+    up in ``catalogue``; a path (or a name ending in ``.toml``) is a user release file, resolved
+    by ``spyre_sim.catalogue.resolve_stack``. A release object is returned as is.
+    """
+    if stack is None:
+        try:
+            stack_module = importlib.import_module("spyre_sim.stack")
+        except ImportError:
+            return catalogue.releases[-1]
+        return cast(ReleaseLike, stack_module.current_stack())
+    if not isinstance(stack, (str, os.PathLike)):
+        return stack
+    text = os.fspath(stack)
+    for release in catalogue.releases:
+        if release.name == text:
+            return release
+    if isinstance(stack, os.PathLike) or text.endswith(".toml") or Path(text).is_file():
+        module: Any = importlib.import_module("spyre_sim.catalogue")
+        return cast(ReleaseLike, module.resolve_stack(text))
+    raise UnknownReleaseError(text, [r.name for r in catalogue.releases])
