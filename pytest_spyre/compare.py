@@ -1,0 +1,123 @@
+"""``--spyre-compare``: run each top-level model forward on a CPU copy too, and measure agreement.
+
+When a model moves to the device, :mod:`pytest_spyre.placement` keeps a deep copy of it on the
+CPU (before any adapter touches it) and attaches a forward hook to the device model. Each forward
+of the device model is then replayed on the copy with the inputs moved to the host, and the main
+output (``logits``, else ``last_hidden_state``, else the first tensor) is compared:
+
+- ``cosine``: cosine similarity of the flattened outputs (float64);
+- ``max_abs_diff``: largest absolute difference;
+- ``top1``: for logits, the fraction of positions whose argmax agrees.
+
+Forwards that carry a non-empty KV cache (decode steps of ``generate``) are not replayed: the
+cache lives on the device and the copy has none. The prefill step and every plain forward are.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from pytest_spyre.record import Agreement
+
+__all__ = ["CpuReference", "agreement", "main_output"]
+
+
+def main_output(output: Any) -> torch.Tensor | None:
+    """The tensor that stands for a forward's result (logits first)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    for name in ("logits", "last_hidden_state", "prediction_logits", "start_logits"):
+        value = getattr(output, name, None)
+        if isinstance(value, torch.Tensor):
+            return value
+    if isinstance(output, (tuple, list)):
+        for item in output:
+            found = main_output(item)
+            if found is not None:
+                return found
+    if isinstance(output, dict):
+        for item in output.values():
+            found = main_output(item)
+            if found is not None:
+                return found
+    return None
+
+
+def agreement(model: str, device: torch.Tensor, reference: torch.Tensor, logits: bool) -> Agreement:
+    """Compare a device output with its CPU reference."""
+    dev = device.detach().to("cpu").to(torch.float64)
+    ref = reference.detach().to(torch.float64)
+    if dev.shape != ref.shape:
+        return Agreement(model, -1.0, math.inf, 0.0 if logits else None)
+    a, b = dev.flatten(), ref.flatten()
+    finite = bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())
+    if not finite:
+        return Agreement(model, -1.0, math.inf, None)
+    denom = float(a.norm() * b.norm())
+    cosine = float((a @ b) / denom) if denom > 0 else (1.0 if float(a.norm()) == 0 else 0.0)
+    diff = float((a - b).abs().max()) if a.numel() else 0.0
+    top1 = None
+    if logits and dev.dim() >= 1 and dev.shape[-1] > 1:
+        top1 = float((dev.argmax(-1) == ref.argmax(-1)).to(torch.float64).mean())
+    return Agreement(model, cosine, diff, top1)
+
+
+def _to_host(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_host(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_host(v) for k, v in value.items()}
+    return value
+
+
+def _has_cache(kwargs: dict[str, Any]) -> bool:
+    cache = kwargs.get("past_key_values")
+    if cache is None:
+        return False
+    length = getattr(cache, "get_seq_length", None)
+    return not (callable(length) and length() == 0)
+
+
+class CpuReference:
+    """A CPU copy of a model plus the forward hook that compares against it."""
+
+    def __init__(self, model: nn.Module, sink: Callable[[Agreement], None]) -> None:
+        self.reference = copy.deepcopy(model).to("cpu").eval()
+        self.name = type(model).__name__
+        self._sink = sink
+        self._busy = False
+        self._handle = model.register_forward_hook(self._hook, with_kwargs=True)
+
+    def remove(self) -> None:
+        self._handle.remove()
+
+    def _hook(
+        self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+    ) -> None:
+        if self._busy or _has_cache(kwargs):
+            return
+        device_out = main_output(output)
+        if device_out is None:
+            return
+        host_kwargs = {k: v for k, v in kwargs.items() if k != "past_key_values"}
+        if "use_cache" in host_kwargs:
+            host_kwargs["use_cache"] = False
+        self.reference.train(module.training)
+        self._busy = True
+        try:
+            with torch.no_grad():
+                ref_out = main_output(self.reference(*_to_host(args), **_to_host(host_kwargs)))
+        finally:
+            self._busy = False
+        if ref_out is None:
+            return
+        logits = getattr(output, "logits", None) is device_out
+        self._sink(agreement(self.name, device_out, ref_out, logits))

@@ -1,0 +1,202 @@
+"""What the plugin records per test, and the run-wide tallies derived from those records.
+
+A :class:`TestRecord` is plain data (JSON round-trippable through :meth:`TestRecord.to_json` and
+:meth:`TestRecord.from_json`), so records travel from ``pytest-xdist`` workers to the
+controller unchanged, and a serial run and a distributed run tally the same numbers.
+Torch-free on purpose.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Agreement", "Blocker", "RunTally", "TestRecord", "tally"]
+
+
+@dataclass
+class Blocker:
+    """The device error that stopped a test: the gap and where it happened."""
+
+    gap: str
+    op: str
+    release: str
+    module_path: str | None
+    closes_in: str | None
+    lasting: bool
+    message: str
+    bridged_by: list[str] = field(default_factory=list)  # "name version" of registered adapters
+
+    def describe(self) -> str:
+        where = f" in {self.module_path}" if self.module_path else ""
+        closes = (
+            f"closed in {self.closes_in}"
+            if self.closes_in
+            else ("lasting" if self.lasting else "not closed by any known release")
+        )
+        bridge = (
+            f"; bridged by adapter {', '.join(self.bridged_by)}"
+            if self.bridged_by
+            else "; no registered adapter bridges it"
+        )
+        return f"gap `{self.gap}` ({self.op}{where}) at stack {self.release}, {closes}{bridge}"
+
+
+@dataclass
+class Agreement:
+    """Numeric agreement of one top-level model forward on the device with its CPU copy."""
+
+    model: str
+    cosine: float
+    max_abs_diff: float
+    top1: float | None  # fraction of positions whose argmax agrees; None without logits
+
+    def worse_than(self, other: Agreement) -> bool:
+        return (self.cosine, -self.max_abs_diff) < (other.cosine, -other.max_abs_diff)
+
+
+@dataclass
+class TestRecord:
+    """Everything the plugin learnt about one test (setup + call + teardown)."""
+
+    nodeid: str
+    outcome: str = "passed"  # passed|failed|skipped|xfailed|xpassed|error
+    on_device: bool = True
+    gaps: dict[str, int] = field(default_factory=dict)  # gap id -> times hit
+    gap_modules: dict[str, list[str]] = field(default_factory=dict)
+    fallbacks: dict[str, int] = field(default_factory=dict)  # op -> count
+    miscompiles: dict[str, int] = field(default_factory=dict)  # gap id -> count
+    adapters: list[str] = field(default_factory=list)  # "name version", applied in this test
+    blocked_by: Blocker | None = None
+    compare: list[Agreement] = field(default_factory=list)
+    inference_only: bool = False
+    xfail_gap: str | None = None
+    gap_closed: bool = False
+
+    def worst_agreement(self) -> Agreement | None:
+        worst: Agreement | None = None
+        for agreement in self.compare:
+            if worst is None or agreement.worse_than(worst):
+                worst = agreement
+        return worst
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "outcome": self.outcome,
+            "on_device": self.on_device,
+            "gaps": dict(sorted(self.gaps.items())),
+            "gap_modules": {k: sorted(v) for k, v in sorted(self.gap_modules.items())},
+            "fallbacks": dict(sorted(self.fallbacks.items())),
+            "miscompiles": dict(sorted(self.miscompiles.items())),
+            "adapters": sorted(self.adapters),
+            "blocked_by": None if self.blocked_by is None else vars(self.blocked_by).copy(),
+            "compare": [vars(a).copy() for a in self.compare],
+            "inference_only": self.inference_only,
+            "xfail_gap": self.xfail_gap,
+            "gap_closed": self.gap_closed,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TestRecord:
+        blocked = data.get("blocked_by")
+        return cls(
+            nodeid=data["nodeid"],
+            outcome=data["outcome"],
+            on_device=data["on_device"],
+            gaps=dict(data["gaps"]),
+            gap_modules={k: list(v) for k, v in data["gap_modules"].items()},
+            fallbacks=dict(data["fallbacks"]),
+            miscompiles=dict(data["miscompiles"]),
+            adapters=list(data["adapters"]),
+            blocked_by=None if blocked is None else Blocker(**blocked),
+            compare=[Agreement(**a) for a in data["compare"]],
+            inference_only=data["inference_only"],
+            xfail_gap=data["xfail_gap"],
+            gap_closed=data["gap_closed"],
+        )
+
+    def properties(self) -> list[tuple[str, str]]:
+        """JUnit ``record_property`` entries carrying the same data as the JSON record."""
+        props = [
+            ("spyre_on_device", str(self.on_device).lower()),
+            ("spyre_gaps", ",".join(sorted(self.gaps))),
+            ("spyre_fallbacks", ",".join(f"{k}={v}" for k, v in sorted(self.fallbacks.items()))),
+            ("spyre_miscompiles", ",".join(sorted(self.miscompiles))),
+            ("spyre_adapters", ",".join(sorted(self.adapters))),
+        ]
+        if self.blocked_by is not None:
+            props.append(("spyre_blocked_by", self.blocked_by.describe()))
+        worst = self.worst_agreement()
+        if worst is not None:
+            props.append(
+                (
+                    "spyre_agreement",
+                    f"cosine={worst.cosine:.6f} max_abs_diff={worst.max_abs_diff:.3g}"
+                    + ("" if worst.top1 is None else f" top1={worst.top1:.3f}"),
+                )
+            )
+        if self.xfail_gap is not None:
+            props.append(("spyre_xfail_gap", self.xfail_gap))
+        return props
+
+
+@dataclass
+class RunTally:
+    """Run-wide counts for the terminal summary and the JSON report."""
+
+    outcomes: Counter[str]
+    tests: int
+    on_device: int
+    gaps_hit: Counter[str]  # gap -> number of tests that hit it
+    blocked: Counter[str]  # gap -> number of tests it stopped
+    fallbacks: Counter[str]  # op -> total count
+    fallback_tests: Counter[str]  # op -> tests
+    miscompiles: Counter[str]  # gap -> tests
+    adapters: Counter[str]  # "name version" -> tests
+    inference_only: int
+    gap_closed: list[str]
+    worst: tuple[str, Agreement] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tests": self.tests,
+            "on_device": self.on_device,
+            "outcomes": dict(sorted(self.outcomes.items())),
+            "gaps_hit": dict(sorted(self.gaps_hit.items())),
+            "blocked": dict(sorted(self.blocked.items())),
+            "fallbacks": dict(sorted(self.fallbacks.items())),
+            "miscompiles": dict(sorted(self.miscompiles.items())),
+            "adapters_applied": dict(sorted(self.adapters.items())),
+            "inference_only": self.inference_only,
+            "gap_closed": sorted(self.gap_closed),
+            "worst_agreement": None
+            if self.worst is None
+            else {"nodeid": self.worst[0], **vars(self.worst[1])},
+        }
+
+
+def tally(records: Iterable[TestRecord]) -> RunTally:
+    """Add up per-test records (order-independent, so serial and ``-n`` runs agree)."""
+    result = RunTally(Counter(), 0, 0, Counter(), Counter(), Counter(), Counter(), Counter(),
+                      Counter(), 0, [], None)  # fmt: skip
+    for rec in sorted(records, key=lambda r: r.nodeid):
+        result.tests += 1
+        result.outcomes[rec.outcome] += 1
+        result.on_device += rec.on_device
+        result.gaps_hit.update(set(rec.gaps) | set(rec.miscompiles))
+        if rec.blocked_by is not None:
+            result.blocked[rec.blocked_by.gap] += 1
+        result.fallbacks.update(rec.fallbacks)
+        result.fallback_tests.update(set(rec.fallbacks))
+        result.miscompiles.update(set(rec.miscompiles))
+        result.adapters.update(set(rec.adapters))
+        result.inference_only += rec.inference_only
+        if rec.gap_closed:
+            result.gap_closed.append(rec.nodeid)
+        worst = rec.worst_agreement()
+        if worst is not None and (result.worst is None or worst.worse_than(result.worst[1])):
+            result.worst = (rec.nodeid, worst)
+    return result

@@ -1,0 +1,77 @@
+"""The terminal summary of a ``--spyre`` run, written through pytest's terminal reporter."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from pytest_spyre.record import TestRecord, tally
+
+if TYPE_CHECKING:
+    from pytest_spyre.run import SpyreRun
+
+__all__ = ["write"]
+
+_SHOWN = 8  # entries per line before "and N more"
+
+
+def _tests(n: int) -> str:
+    return f"{n} test{'s' if n != 1 else ''}"
+
+
+def _listing(items: list[str]) -> str:
+    if not items:
+        return "none"
+    head = ", ".join(items[:_SHOWN])
+    return head + (f", and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
+
+
+def _per_tests(counter: Counter[str]) -> str:
+    return _listing([f"{k} ({_tests(v)})" for k, v in sorted(counter.items(), key=_order)])
+
+
+def _order(item: tuple[str, int]) -> tuple[int, str]:
+    return (-item[1], item[0])
+
+
+def write(terminal: Any, run: SpyreRun, records: list[TestRecord]) -> None:
+    total = tally(records)
+    release = run.release.name
+    terminal.write_sep("=", f"spyre summary: stack {release}")
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(total.outcomes.items(), key=_order))
+    terminal.write_line(
+        f"tests: {total.tests} ({total.on_device} on the device){': ' + outcomes if outcomes else ''}"
+    )
+    terminal.write_line(f"gaps hit: {_per_tests(total.gaps_hit)}")
+    if total.blocked:
+        terminal.write_line(f"blocked by: {_per_tests(total.blocked)}")
+    fallbacks = [
+        f"{op} x{count} ({_tests(total.fallback_tests[op])})"
+        for op, count in sorted(total.fallbacks.items(), key=_order)
+    ]
+    terminal.write_line(f"fallbacks: {_listing(fallbacks)}")
+    terminal.write_line(f"miscompiles: {_per_tests(total.miscompiles)}")
+    terminal.write_line(f"adapters applied: {_per_tests(total.adapters)}")
+    retirable = [f"{a['name']} {a['version']}" for a in run.retirable]
+    line = f"adapters retirable at {release}: {_listing(retirable)}"
+    if retirable:
+        line += f" -- see `spyre-adapters audit --stack {release}`"
+    terminal.write_line(line)
+    if total.inference_only:
+        terminal.write_line(
+            f"inference-only: {_tests(total.inference_only)} skipped (backward on the device)"
+        )
+    for nodeid in total.gap_closed:
+        terminal.write_line(f"gap closed, remove spyre_xfail marker: {nodeid}")
+    if run.options.compare:
+        if total.worst is None:
+            terminal.write_line("worst agreement with CPU: no model forward was compared")
+        else:
+            nodeid, worst = total.worst
+            top1 = "" if worst.top1 is None else f", top-1 {worst.top1:.1%}"
+            terminal.write_line(
+                f"worst agreement with CPU: cosine {worst.cosine:.6f}, max-abs-diff "
+                f"{worst.max_abs_diff:.3g}{top1} ({worst.model} in {nodeid})"
+            )
+    if run.options.report is not None:
+        terminal.write_line(f"JSON report: {run.options.report}")
