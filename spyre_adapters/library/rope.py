@@ -1,0 +1,316 @@
+"""RoPE from host-precomputed tables, applied by multiply-and-sum (gaps ``sin-cos``, ``rotate-half``,
+``offset-slice`` for partial rotary).
+
+Matches every model that has a standard Transformers rotary embedding module (a module with an
+``inv_freq`` buffer, or per-layer-type ``<type>_inv_freq`` buffers, called as
+``rotary_emb(x, position_ids, ...)`` and returning ``(cos, sin)``) and modules whose forward calls
+their modeling module's ``apply_rotary_pos_emb``. Llama, Mistral, Qwen2/3, Gemma 1-3, Phi,
+Phi-3, GPT-NeoX, Granite, OLMo, StableLM, Cohere, ... all have that shape.
+
+What changes:
+
+- the rotary embedding module becomes :class:`HostRotaryEmbedding`: the stock module's own
+  ``(cos, sin)`` for positions ``0..L-1`` are computed once on the host at prepare time (so
+  every RoPE scaling the stock module knows is honoured), padded to the full head dim with
+  cos = 1 / sin = 0 (identity padding for partial rotary), and each forward only looks rows up
+  on the host and ships them to the input's device: no ``sin``/``cos`` on the device;
+- each module calling ``apply_rotary_pos_emb`` gets a per-instance forward whose copy of the
+  modeling module's globals holds a slice-free rotation ``q * cos + (q @ P) * sin``. ``P`` is the
+  fixed signed permutation that ``rotate_half`` (or an interleaved variant) performs; it is
+  *measured* from the family's own function at prepare time and the whole formula is checked
+  against that function on random inputs, so a family with a different rotation is declined,
+  never silently changed. No module-level global is touched.
+
+``P`` holds only -1/0/+1, so ``q @ P`` is exact and the result equals the stock formula in fp32.
+Rotary types that recompute frequencies per sequence length (``dynamic``, ``longrope``) are
+declined: a table computed once cannot follow them.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from spyre_adapters.contract import ModelEdit
+from spyre_adapters.library._global_rebinding import (
+    forward_function,
+    functions_calling,
+    rebind_globals,
+)
+
+__all__ = ["HostRotaryEmbedding", "RopeRotation", "adapter"]
+
+_APPLY_NAME = "apply_rotary_pos_emb"
+_STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
+_FIRST_TABLE_LENGTH = 4096
+_MARK = "_spyre_host_rotation"
+
+
+def _inv_freq_names(module: nn.Module) -> list[str]:
+    return [
+        name
+        for name, value in module.__dict__.get("_buffers", {}).items()
+        if value is not None
+        and (name == "inv_freq" or name.endswith("_inv_freq"))
+        and "original_" not in name
+        and "long_" not in name
+    ]
+
+
+def _is_stock_rotary(module: nn.Module) -> bool:
+    if isinstance(module, HostRotaryEmbedding) or not _inv_freq_names(module):
+        return False
+    try:
+        params = list(inspect.signature(type(module).forward).parameters)
+    except (TypeError, ValueError):
+        return False
+    return params[1:3] == ["x", "position_ids"]
+
+
+def _rope_types(module: nn.Module) -> set[str]:
+    rope_type = getattr(module, "rope_type", "default")
+    if isinstance(rope_type, dict):
+        return {str(v) for v in rope_type.values()}
+    return {str(rope_type)}
+
+
+def _layer_types(module: nn.Module) -> list[tuple[object, ...]]:
+    """The extra positional arguments the rotary module is called with (one per layer type)."""
+    names = [n for n in _inv_freq_names(module) if n != "inv_freq"]
+    return [(name[: -len("_inv_freq")],) for name in names] or [()]
+
+
+def _head_dim(module: nn.Module, config: object) -> int | None:
+    for name in ("head_dim", "head_size"):
+        value = getattr(module, name, None)
+        if isinstance(value, int):
+            return value
+    value = getattr(config, "head_dim", None)
+    if isinstance(value, int):
+        return value
+    hidden = getattr(config, "hidden_size", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if isinstance(hidden, int) and isinstance(heads, int) and heads:
+        return hidden // heads
+    return None
+
+
+class HostRotaryEmbedding(nn.Module):
+    """A rotary embedding that looks ``(cos, sin)`` up in host tables built from the stock module.
+
+    The tables are plain (unregistered) CPU tensors: they stay on the host when the model moves,
+    and the state dict is unchanged. Rows beyond the table are computed on the host on demand.
+    """
+
+    def __init__(self, stock: nn.Module, head_dim: int, length: int) -> None:
+        super().__init__()
+        # a private CPU copy: the original goes back into the model on rollback, untouched
+        self._stock: tuple[nn.Module, ...] = (copy.deepcopy(stock).to("cpu"),)
+        self.head_dim = head_dim
+        self._tables: dict[tuple[object, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+        for key in _layer_types(stock):
+            self._tables[key] = self._build(key, length)
+
+    def _build(self, key: tuple[object, ...], length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        stock = self._stock[0]
+        probe = torch.zeros(1, dtype=torch.float32)
+        positions = torch.arange(length, dtype=torch.long)[None]
+        with torch.no_grad():
+            cos, sin = stock(probe, positions, *key)
+        cos, sin = cos[0].float(), sin[0].float()
+        rotary = cos.shape[-1]
+        if rotary > self.head_dim:
+            raise ValueError(
+                f"rotary tables are {rotary} wide but the attention head dim is {self.head_dim}; "
+                "adapter `rope-rotation` pads tables up to the head dim and cannot shrink them"
+            )
+        pad = self.head_dim - rotary
+        cos = torch.cat([cos, torch.ones(length, pad)], dim=-1)
+        sin = torch.cat([sin, torch.zeros(length, pad)], dim=-1)
+        return cos.contiguous(), sin.contiguous()
+
+    def forward(
+        self, x: torch.Tensor, position_ids: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        key = (*args, *(kwargs[k] for k in sorted(kwargs)))
+        positions = position_ids.cpu()  # host-side lookup: one transfer off a device
+        table = self._tables.get(key)
+        needed = int(positions.max()) + 1 if positions.numel() else 0
+        if table is None or needed > table[0].shape[0]:
+            length = max(_FIRST_TABLE_LENGTH, 1 << max(needed - 1, 1).bit_length())
+            table = self._tables[key] = self._build(key, length)
+        cos = table[0][positions].to(dtype=x.dtype)
+        sin = table[1][positions].to(dtype=x.dtype)
+        return cos.to(device=x.device), sin.to(device=x.device)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, host tables={sorted(map(str, self._tables))}"
+
+
+def _measure_rotation(apply_fn: Callable[..., Any], head_dim: int, rotary: int) -> torch.Tensor:
+    """The matrix ``P`` with ``apply_fn(q) == q * C + (q @ P) * S`` (C, S identity-padded),
+    measured on unit vectors and then verified on random inputs. Raises ValueError if the
+    family's function is not of that form."""
+    eye = torch.eye(head_dim).view(1, 1, head_dim, head_dim)
+    cos0 = torch.zeros(1, head_dim, rotary)
+    sin1 = torch.ones(1, head_dim, rotary)
+    with torch.no_grad():
+        rows, _ = apply_fn(eye, eye.clone(), cos0, sin1)
+    rotation: torch.Tensor = torch.as_tensor(rows).reshape(head_dim, head_dim).clone()
+    rotation[:, rotary:] = 0.0
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 3, 5, head_dim, generator=gen)
+    k = torch.randn(2, 1, 5, head_dim, generator=gen)
+    cos = torch.randn(2, 5, rotary, generator=gen)
+    sin = torch.randn(2, 5, rotary, generator=gen)
+    with torch.no_grad():
+        q_ref, k_ref = apply_fn(q, k, cos, sin)
+    cos_p = torch.cat([cos, torch.ones(2, 5, head_dim - rotary)], dim=-1)[:, None]
+    sin_p = torch.cat([sin, torch.zeros(2, 5, head_dim - rotary)], dim=-1)[:, None]
+    for x, ref in ((q, q_ref), (k, k_ref)):
+        ours = x * cos_p + (x @ rotation) * sin_p
+        if ours.shape != ref.shape or not torch.allclose(ours, ref, atol=1e-5, rtol=1e-5):
+            raise ValueError(f"{_APPLY_NAME} is not a rotate-half style rotation")
+    return rotation
+
+
+def _rotation_function(
+    rotations: dict[int, torch.Tensor],
+) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """A drop-in ``apply_rotary_pos_emb`` using the measured ``rotations`` (by input width).
+
+    Families that slice the rotary part off in the attention body (Phi, StableLM, Persimmon)
+    call it with narrower inputs than the head-dim tables: the tables are then cut at offset 0,
+    which stays inside the stick (only non-zero offsets are a gap).
+    """
+    cache: dict[tuple[int, torch.device, torch.dtype], torch.Tensor] = {}
+
+    def apply_rotary_pos_emb(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        *args: Any,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        unsqueeze_dim = kwargs.get(
+            "unsqueeze_dim", args[-1] if args and isinstance(args[-1], int) else 1
+        )
+        width = q.shape[-1]
+        if width not in rotations or cos.shape[-1] < width:
+            raise ValueError(
+                f"rope-rotation: heads are {width} wide (measured widths: {sorted(rotations)}) "
+                f"and cos/sin {cos.shape[-1]}; this attention is fed by a rotary module the "
+                "adapter did not replace. Remedy: restore the model and report the family so "
+                "the adapter declines it."
+            )
+        slot = (width, q.device, q.dtype)
+        matrix = cache.get(slot)
+        if matrix is None:
+            matrix = cache[slot] = rotations[width].to(device=q.device, dtype=q.dtype)
+        if cos.shape[-1] != width:
+            cos, sin = cos[..., :width], sin[..., :width]
+        cos = cos.unsqueeze(unsqueeze_dim)
+        sin = sin.unsqueeze(unsqueeze_dim)
+        q_embed = q * cos + torch.matmul(q, matrix) * sin
+        k_embed = k * cos + torch.matmul(k, matrix) * sin
+        return q_embed, k_embed
+
+    setattr(apply_rotary_pos_emb, _MARK, True)
+    return apply_rotary_pos_emb
+
+
+class _Plan:
+    """What ``apply`` will do, computed by ``matches`` without touching the model."""
+
+    def __init__(self) -> None:
+        self.rotary: list[str] = []
+        self.consumers: list[tuple[str, types.FunctionType, dict[str, Any]]] = []
+        self.rotations: dict[int, dict[int, torch.Tensor]] = {}
+        self.head_dim = 0
+
+
+def _plan(model: nn.Module) -> _Plan | None:
+    plan = _Plan()
+    config = getattr(model, "config", None)
+    rotary_dims: set[int] = set()
+    for path, module in model.named_modules():
+        if not _is_stock_rotary(module):
+            continue
+        if not _rope_types(module) <= _STATIC_ROPE_TYPES:
+            return None
+        names = _inv_freq_names(module)
+        rotary_dims.update(2 * int(module._buffers[n].shape[-1]) for n in names)
+        plan.rotary.append(path)
+    if not plan.rotary or len(rotary_dims) != 1:
+        return None
+    rotary = rotary_dims.pop()
+    head_dims: set[int] = set()
+    for path, module in model.named_modules():
+        fn = forward_function(module)
+        if fn is None:
+            continue
+        callers = functions_calling(fn, _APPLY_NAME)
+        if not callers:
+            continue
+        owner = callers[0].__globals__
+        if getattr(owner[_APPLY_NAME], _MARK, False):
+            continue  # already adapted
+        head_dim = _head_dim(module, config)
+        if head_dim is None:
+            return None
+        head_dims.add(head_dim)
+        plan.consumers.append((path, fn, owner))
+    if not plan.consumers or len(head_dims) != 1:
+        return None
+    plan.head_dim = head_dims.pop()
+    if rotary > plan.head_dim or rotary % 2:
+        return None
+    for path, _, owner in plan.consumers:
+        measured = plan.rotations.setdefault(id(owner), {})
+        widths = {plan.head_dim}
+        narrowed = getattr(model.get_submodule(path), "rotary_ndims", None)
+        if isinstance(narrowed, int) and rotary <= narrowed < plan.head_dim:
+            widths.add(narrowed)  # the attention body slices the rotary part off itself
+        for width in widths - set(measured):
+            try:
+                measured[width] = _measure_rotation(owner[_APPLY_NAME], width, rotary)
+            except Exception:  # the probe failing in any way means: not the standard form
+                continue
+        if not measured:
+            return None
+    return plan
+
+
+class RopeRotation:
+    """The ``rope-rotation`` adapter (see the module docstring)."""
+
+    def matches(self, model: nn.Module) -> bool:
+        return _plan(model) is not None
+
+    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
+        plan = _plan(model)
+        if plan is None:
+            raise ValueError(
+                f"rope-rotation does not apply to {type(model).__name__}: no standard rotary "
+                "embedding with static frequencies feeding `apply_rotary_pos_emb`"
+            )
+        config = getattr(model, "config", None)
+        max_positions = getattr(config, "max_position_embeddings", None)
+        length = min(max_positions, _FIRST_TABLE_LENGTH) if isinstance(max_positions, int) else 2048
+        for path in plan.rotary:
+            stock = model.get_submodule(path)
+            edit.replace_module(path, HostRotaryEmbedding(stock, plan.head_dim, max(length, 1)))
+        functions = {key: _rotation_function(rot) for key, rot in plan.rotations.items()}
+        for path, fn, owner in plan.consumers:
+            clone = rebind_globals(fn, owner, {_APPLY_NAME: functions[id(owner)]})
+            edit.bind_forward(model.get_submodule(path), clone)
+
+
+adapter = RopeRotation()

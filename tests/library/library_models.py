@@ -1,0 +1,225 @@
+"""Tiny seeded Transformers models and the comparisons the library tests share.
+
+Models are built from configs (no downloads), with every weight redrawn from a seeded normal
+distribution large enough that logits depend visibly on position and content, so an adapter
+that changed the math would change tokens or logits.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from spyre_adapters.contract import Adapter, ModelEdit
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+PROMPT = torch.tensor([[5, 17, 42, 99, 7, 63, 120, 11, 87]])
+VOCAB = 256
+
+# per family: config overrides that keep the model tiny but exercise the pattern
+_FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
+    "phi": {"partial_rotary_factor": 0.5},
+    "phi3": {"partial_rotary_factor": 0.5},
+    "stablelm": {"partial_rotary_factor": 0.25},
+    "gpt_neox": {"partial_rotary_factor": 0.25},
+    "persimmon": {"partial_rotary_factor": 0.5},
+    "gpt2": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64},
+    "gptj": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "rotary_dim": 8},
+    "codegen": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "rotary_dim": 8},
+    "gpt_neo": {"attention_types": [[["global", "local"], 1]], "num_layers": 2, "window_size": 8},
+}
+
+
+def manifest(name: str) -> dict[str, Any]:
+    """The newest manifest of the adapter ``name`` (parsed TOML)."""
+    files = sorted((MANIFESTS / name).glob("*.toml"))
+    assert files, f"no manifest for {name} under {MANIFESTS}"
+    with files[-1].open("rb") as handle:
+        return tomllib.load(handle)
+
+
+def families(name: str) -> list[str]:
+    return list(manifest(name)["families"])
+
+
+def config_for(model_type: str, **overrides: Any) -> Any:
+    from transformers import AutoConfig
+
+    sizes: dict[str, Any] = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": VOCAB,
+        "max_position_embeddings": 64,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "tie_word_embeddings": False,
+    }
+    sizes.update(_FAMILY_OVERRIDES.get(model_type, {}))
+    sizes.update(overrides)
+    return AutoConfig.for_model(model_type, **sizes)
+
+
+def randomize(model: nn.Module, seed: int = 0) -> nn.Module:
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            fresh = torch.randn(param.shape, generator=gen, dtype=torch.float32)
+            if param.dim() == 1:
+                base = 0.0 if ("bias" in name or _zero_centred_norm(model)) else 1.0
+                param.copy_(base + 0.1 * fresh)
+            else:
+                param.copy_(fresh * (1.0 / param.shape[-1] ** 0.5))
+    return model
+
+
+def _zero_centred_norm(model: nn.Module) -> bool:
+    return getattr(getattr(model, "config", None), "model_type", "").startswith("gemma")
+
+
+def causal_lm(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config_for(model_type, **overrides))
+    return randomize(model, seed).eval()
+
+
+def base_model(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
+    from transformers import AutoModel
+
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(config_for(model_type, **overrides))
+    return randomize(model, seed).eval()
+
+
+def greedy(model: nn.Module, steps: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prefill + ``steps`` greedy decode steps: (generated tokens, per-step logits)."""
+    from transformers import GenerationConfig
+
+    gen_config = GenerationConfig(
+        do_sample=False,
+        max_new_tokens=steps,
+        min_new_tokens=steps,
+        pad_token_id=0,
+        eos_token_id=None,
+        bos_token_id=1,
+    )
+    with torch.no_grad():
+        out = model.generate(  # type: ignore[operator]
+            PROMPT,
+            attention_mask=torch.ones_like(PROMPT),
+            generation_config=gen_config,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+    return out.sequences[:, PROMPT.shape[1] :], torch.stack(out.logits)
+
+
+def assert_same_greedy(stock: nn.Module, adapted: nn.Module, *, atol: float = 1e-4) -> None:
+    """Identical greedy tokens over prefill + 4 decode steps; logits close too."""
+    tokens_ref, logits_ref = greedy(stock)
+    tokens, logits = greedy(adapted)
+    assert torch.equal(tokens, tokens_ref), f"greedy tokens differ: {tokens} vs stock {tokens_ref}"
+    assert logits.shape[-1] == logits_ref.shape[-1], "vocab changed"
+    diff = (logits - logits_ref).abs().max().item()
+    assert diff <= atol, f"logits differ by {diff} (> {atol})"
+
+
+def last_hidden(model: nn.Module, **inputs: Any) -> torch.Tensor:
+    with torch.no_grad():
+        out = model(**inputs)
+    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0))
+
+
+def state_snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def module_types(model: nn.Module) -> dict[str, type]:
+    return {path: type(m) for path, m in model.named_modules()}
+
+
+def apply(adapter: Adapter, model: nn.Module) -> ModelEdit:
+    edit = ModelEdit(model)
+    adapter.apply(model, edit)
+    return edit
+
+
+def assert_rollback_exact(adapter: Adapter, model: nn.Module, probe: Any) -> None:
+    """apply then rollback: same state dict (keys and values), module types, outputs, forwards."""
+    state = state_snapshot(model)
+    types = module_types(model)
+    forwards = {path: m.__dict__.get("forward") for path, m in model.named_modules()}
+    ref = probe(model)
+    edit = apply(adapter, model)
+    assert len(edit) > 0, "the adapter changed nothing"
+    edit.rollback()
+    after = state_snapshot(model)
+    assert after.keys() == state.keys()
+    for key, value in state.items():
+        assert torch.equal(after[key], value), key
+    assert module_types(model) == types
+    assert {path: m.__dict__.get("forward") for path, m in model.named_modules()} == forwards
+    out = probe(model)
+    assert torch.equal(out, ref)
+
+
+class AtenRecorder(TorchDispatchMode):
+    """Records the ATen op packets (``aten.sin``) a forward reaches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: set[str] = set()
+        self.depth = 0
+        self.scoped = False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if self.depth or not self.scoped:
+            self.ops.add(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def recording(within: list[nn.Module] | None = None) -> Iterator[AtenRecorder]:
+    """Record ATen ops of everything run inside, or only inside the ``within`` modules."""
+    recorder = AtenRecorder()
+    handles = []
+    if within is not None:
+        recorder.scoped = True
+
+        def enter(*_: Any) -> None:
+            recorder.depth += 1
+
+        def leave(*_: Any) -> None:
+            recorder.depth -= 1
+
+        for module in within:
+            handles.append(module.register_forward_pre_hook(enter))
+            handles.append(module.register_forward_hook(leave))
+    try:
+        with torch.no_grad(), recorder:
+            yield recorder
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from library_models import (
+    PROMPT,
+    apply,
+    assert_rollback_exact,
+    assert_same_greedy,
+    base_model,
+    causal_lm,
+    families,
+    recording,
+)
+
+from spyre_adapters.library.rope import HostRotaryEmbedding, adapter
+
+FAMILIES = families("rope-rotation")
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_same_greedy_tokens_as_stock(model_type: str) -> None:
+    stock = causal_lm(model_type)
+    adapted = causal_lm(model_type)
+    assert adapter.matches(adapted)
+    apply(adapter, adapted)
+    assert any(isinstance(m, HostRotaryEmbedding) for m in adapted.modules())
+    assert not adapter.matches(adapted), "an adapted model must not match again"
+    assert_same_greedy(stock, adapted)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "phi", "gpt_neox", "gemma3_text"])
+def test_forward_has_no_sin_cos_and_no_rotate_half(model_type: str) -> None:
+    stock = causal_lm(model_type)
+    with recording() as seen:
+        stock(PROMPT, use_cache=False)
+    assert {"aten.sin", "aten.cos"} <= seen.ops  # the recorder does see the stock RoPE
+    apply(adapter, stock)
+    with recording() as seen:
+        stock(PROMPT, use_cache=False)
+    assert not {"aten.sin", "aten.cos"} & seen.ops
+
+
+def test_rotate_half_slicing_is_gone_for_full_rotary() -> None:
+    # Llama's only slices and cats are rotate_half's; after the adapter there are none.
+    model = causal_lm("llama")
+    attention = [layer.self_attn for layer in model.model.layers]
+    with recording(within=attention) as seen:
+        model(PROMPT, use_cache=False)
+    assert {"aten.slice", "aten.cat"} <= seen.ops
+    apply(adapter, model)
+    with recording(within=attention) as seen:
+        model(PROMPT, use_cache=False)
+    assert not {"aten.slice", "aten.cat"} & seen.ops
+
+
+def test_positions_beyond_the_first_table_are_exact() -> None:
+    stock = causal_lm("llama", max_position_embeddings=8)
+    adapted = causal_lm("llama", max_position_embeddings=8)
+    apply(adapter, adapted)
+    ids = torch.arange(3, 40)[None]  # 37 positions > the 8-row first table
+    with torch.no_grad():
+        ref = stock(ids).logits
+        out = adapted(ids).logits
+    assert torch.allclose(out, ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "phi", "gemma3_text"])
+def test_rollback_restores_the_model_exactly(model_type: str) -> None:
+    model = causal_lm(model_type)
+
+    def probe(m: torch.nn.Module) -> torch.Tensor:
+        with torch.no_grad():
+            return m(PROMPT).logits  # type: ignore[no-any-return]
+
+    assert_rollback_exact(adapter, model, probe)
+
+
+def test_does_not_match_models_without_standard_rope() -> None:
+    assert not adapter.matches(causal_lm("gpt2"))
+    assert not adapter.matches(base_model("bert"))
+    dynamic = causal_lm(
+        "llama", rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}
+    )
+    assert not adapter.matches(dynamic)
+
+
+def test_declines_a_rotation_it_cannot_reproduce() -> None:
+    # Helium re-lays out cos/sin inside its apply_rotary_pos_emb (interleaved halves): the
+    # measured form q*cos + (q@P)*sin does not reproduce it, so the adapter must decline.
+    assert not adapter.matches(causal_lm("helium"))
+
+
+def test_stock_forward_of_the_class_is_untouched() -> None:
+    model = causal_lm("llama")
+    cls = type(model.model.layers[0].self_attn)
+    forward = cls.forward
+    apply(adapter, model)
+    assert cls.forward is forward
+    other = causal_lm("llama", seed=1)
+    assert "forward" not in other.model.layers[0].self_attn.__dict__
