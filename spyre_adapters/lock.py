@@ -192,7 +192,8 @@ def check_lock(
                     )
                 )
                 continue
-            if now is None:
+            installed = any(m.version == then.version for m in registry.versions(name))
+            if now is None and installed:
                 findings.append(
                     LockFinding(
                         release_name,
@@ -201,7 +202,7 @@ def check_lock(
                         f"the lock pins {name} {then.version}, which resolution no longer applies",
                     )
                 )
-            elif now.version != then.version:
+            elif now is not None and now.version != then.version:
                 findings.append(
                     LockFinding(
                         release_name,

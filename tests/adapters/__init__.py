@@ -1,0 +1,1 @@
+"""Tests of spyre_adapters: manifests, registry, lifecycle, locks, prepare and the CLI."""

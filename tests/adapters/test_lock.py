@@ -1,0 +1,187 @@
+"""Pins: writing, updating, reading, and detecting stale and tampered locks."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from spyre_adapters import (
+    Lock,
+    LockError,
+    Registry,
+    check_lock,
+    pin,
+    read_lock,
+    write_lock,
+)
+from spyre_adapters.lock import implementation_sha256, pinned_manifests
+
+from .conftest import DATA, FakeCatalogue
+
+
+@pytest.fixture
+def copied(tmp_path: Path, catalogue: FakeCatalogue) -> tuple[Path, Registry]:
+    """A registry loaded from a copy of the valid manifests (so a test may edit them)."""
+    root = tmp_path / "manifests"
+    shutil.copytree(DATA / "valid", root)
+    reg = Registry(catalogue)
+    reg.load_directory(root)
+    return root, reg
+
+
+def test_pin_records_the_resolved_set_with_hashes(registry: Registry, tmp_path: Path) -> None:
+    lock = pin(registry, "2026.08")
+    entry = lock.entry("2026.08")
+    assert entry.auto_retire is True
+    assert [(p.name, str(p.version)) for p in entry.adapters] == [
+        ("alpha", "2.0"),
+        ("beta", "1.0"),
+        ("gamma", "1.0"),
+    ]
+    alpha = registry.get("alpha", "2.0")
+    assert entry.adapters[0].manifest_sha256 == alpha.sha256
+    assert entry.adapters[0].implementation_sha256 == implementation_sha256(alpha)
+    impl = (DATA / "impl" / "spyre_fake_adapters.py").read_bytes()
+    assert implementation_sha256(alpha) == hashlib.sha256(impl).hexdigest()
+
+
+def test_write_read_round_trip_keeps_other_releases(registry: Registry, tmp_path: Path) -> None:
+    path = tmp_path / "spyre-adapters.lock"
+    write_lock(pin(registry, "2026.05"), path)
+    write_lock(pin(registry, "2026.09", lock=read_lock(path)), path)
+    write_lock(pin(registry, "2026.05", auto_retire=False, lock=read_lock(path)), path)
+    lock = read_lock(path)
+    assert sorted(lock.entries) == ["2026.05", "2026.09"]
+    assert lock.entry("2026.05").auto_retire is False
+    assert [p.name for p in lock.entry("2026.09").adapters] == ["beta"]
+    assert lock == dataclasses.replace(
+        pin(registry, "2026.05", auto_retire=False, lock=pin(registry, "2026.09")),
+        source=str(path),
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["spyre-adapters.lock"]  # no temp files left
+    assert check_lock(lock, registry) == []
+
+
+def test_stale_when_resolution_changes(
+    copied: tuple[Path, Registry], catalogue: FakeCatalogue
+) -> None:
+    root, reg = copied
+    lock = pin(reg, "2026.05")
+    # a new alpha version for 2026.05 and later, and beta no longer admits 2026.05
+    newer = Registry(catalogue)
+    for manifest in reg.manifests():
+        if manifest.name == "beta":
+            manifest = dataclasses.replace(manifest, stacks=SpecifierSet(">=2026.06"))
+        newer.add(manifest)
+    newer.add(dataclasses.replace(reg.get("alpha"), version=Version("2.1")))
+    newer.add(dataclasses.replace(reg.get("gamma"), name="zeta", gaps=("sin-cos",)))
+    findings = check_lock(lock, newer)
+    assert [str(f) for f in findings] == [
+        'releases."2026.05" alpha: stale: the lock pins version 2.0, resolution now gives 2.1',
+        'releases."2026.05" beta: stale: the lock pins beta 1.0, which resolution no longer applies',
+        'releases."2026.05" zeta: stale: resolution now applies zeta 1.0, which the lock does '
+        "not pin",
+    ]
+    uninstalled = Registry(catalogue)
+    uninstalled.add_all(m for m in reg.manifests() if m.name != "beta")
+    assert [str(f) for f in check_lock(lock, uninstalled)] == [
+        'releases."2026.05" beta: stale: pinned version 1.0 is not installed',
+    ]
+
+
+def test_tampered_manifest_and_implementation(
+    copied: tuple[Path, Registry], catalogue: FakeCatalogue, tmp_path: Path
+) -> None:
+    root, reg = copied
+    lock = pin(reg, "2026.05")
+    beta_file = root / "beta" / "1.0.toml"
+    beta_file.write_text(beta_file.read_text().replace("whole sticks", "whole sticks (edited)"))
+    reloaded = Registry(catalogue)
+    reloaded.load_directory(root)
+    lock = dataclasses.replace(
+        lock,
+        entries={
+            "2026.05": dataclasses.replace(
+                lock.entry("2026.05"),
+                adapters=tuple(
+                    dataclasses.replace(p, implementation_sha256="0" * 64)
+                    if p.name == "delta"
+                    else p
+                    for p in lock.entry("2026.05").adapters
+                ),
+            )
+        },
+    )
+    findings = check_lock(lock, reloaded)
+    assert [(f.adapter, f.kind) for f in findings] == [("beta", "tampered"), ("delta", "tampered")]
+    beta = reloaded.get("beta")
+    assert findings[0].message == (
+        f"manifest {beta_file} hashes to {beta.sha256[:12]}..., the lock recorded "
+        f"{reg.get('beta').sha256[:12]}..."
+    )
+    delta = reloaded.get("delta")
+    assert findings[1].message == (
+        f"implementation spyre_fake_adapters:tag_b hashes to "
+        f"{implementation_sha256(delta)[:12]}..., the lock recorded 000000000000..."
+    )
+    with pytest.raises(LockError) as info:
+        pinned_manifests(lock, reloaded, "2026.05")
+    assert [p.key for p in info.value.problems] == [
+        'releases."2026.05" beta',
+        'releases."2026.05" delta',
+    ]
+    assert info.value.problems[0].message.endswith(
+        "re-pin with `spyre-adapters pin --stack 2026.05` after reviewing the change"
+    )
+
+
+def test_pinned_set_is_used_exactly(registry: Registry) -> None:
+    lock = pin(registry, "2026.05", auto_retire=False)
+    assert [m.name for m in pinned_manifests(lock, registry, "2026.05")] == [
+        "gamma",
+        "alpha",
+        "beta",
+        "delta",
+    ]
+
+
+def test_release_missing_from_lock(registry: Registry) -> None:
+    lock = pin(registry, "2026.05")
+    with pytest.raises(LockError) as info:
+        lock.entry("2026.06")
+    assert str(info.value.problems[0]) == (
+        'lock: releases."2026.06": no adapters are pinned for stack 2026.06 (pinned: 2026.05); '
+        "run `spyre-adapters pin --stack 2026.06`"
+    )
+
+
+def test_malformed_lock_reports_every_problem(tmp_path: Path) -> None:
+    path = tmp_path / "bad.lock"
+    path.write_text(
+        'schema_version = 7\nextra = 1\n[releases."2026.05"]\nauto_retire = "yes"\n'
+        'adapters = [{ name = "a", version = "x y", manifest_sha256 = "1" }]\n'
+    )
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert [str(p) for p in info.value.problems] == [
+        f"{path}: extra: unknown key (expected schema_version, releases)",
+        f"{path}: schema_version: expected 1, got 7",
+        f"{path}: releases.\"2026.05\".auto_retire: expected true or false, got 'yes'",
+        f'{path}: releases."2026.05".adapters[0].implementation_sha256: expected a string, got None',
+        f"{path}: releases.\"2026.05\".adapters[0].version: 'x y' is not a PEP 440 version",
+    ]
+
+
+def test_lock_file_is_toml_with_schema_version(registry: Registry, tmp_path: Path) -> None:
+    path = tmp_path / "x.lock"
+    write_lock(pin(registry, "2026.02"), path)
+    text = path.read_text()
+    assert "schema_version = 1\n" in text
+    assert '[releases."2026.02"]' in text
+    assert isinstance(read_lock(path), Lock)

@@ -1,0 +1,216 @@
+"""Manifest parsing: valid files, and every problem of every broken file, reported at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from spyre_adapters import AdapterKind, ManifestError, Problem, load_manifest, load_manifests
+from spyre_adapters.manifest import DEFAULT_ORDER
+
+from .conftest import DATA, FakeCatalogue
+
+BROKEN = DATA / "broken"
+
+
+def problems_of(path: Path, catalogue: FakeCatalogue) -> list[Problem]:
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path, catalogue)
+    assert all(p.where == str(path) for p in info.value.problems)
+    return info.value.problems
+
+
+def by_key(problems: list[Problem]) -> dict[str, list[str]]:
+    table: dict[str, list[str]] = {}
+    for p in problems:
+        table.setdefault(p.key, []).append(p.message)
+    return table
+
+
+def test_valid_tree_loads_with_typed_fields(catalogue: FakeCatalogue) -> None:
+    manifests = load_manifests(DATA / "valid", catalogue)
+    assert [m.label for m in manifests] == [
+        "alpha 1.0",
+        "alpha 2.0",
+        "beta 1.0",
+        "delta 1.0",
+        "gamma 1.0",
+    ]
+    alpha2 = manifests[1]
+    assert alpha2.version == Version("2.0")
+    assert alpha2.kind is AdapterKind.SCAFFOLDING
+    assert alpha2.stacks == SpecifierSet(">=2026.05")
+    assert alpha2.gaps == ("sin-cos",)
+    assert alpha2.families == ("llama", "mistral")
+    assert alpha2.order == 20
+    assert alpha2.source == str(DATA / "valid" / "alpha" / "2.0.toml")
+    assert len(alpha2.sha256) == 64
+    beta = manifests[2]
+    assert beta.kind is AdapterKind.PERMANENT
+    assert beta.order == DEFAULT_ORDER
+    assert beta.retire_by is None
+    assert manifests[3].retire_by == "2026.05"
+
+
+def test_manifest_is_frozen(catalogue: FakeCatalogue) -> None:
+    manifest = load_manifest(DATA / "valid" / "beta" / "1.0.toml", catalogue)
+    with pytest.raises(AttributeError):
+        manifest.name = "other"  # type: ignore[misc]
+
+
+def test_unknown_keys_suggest_the_right_one(catalogue: FakeCatalogue) -> None:
+    table = by_key(problems_of(BROKEN / "unknown-key.toml", catalogue))
+    assert table == {
+        "retire_after": ["unknown key; did you mean 'retire_by'?"],
+        "colour": [
+            "unknown key; known keys: schema_version, name, version, kind, summary, gaps, "
+            "families, stacks, retire_by, entry_point, order"
+        ],
+    }
+
+
+def test_wrong_types_are_all_reported(catalogue: FakeCatalogue) -> None:
+    table = by_key(problems_of(BROKEN / "wrong-types.toml", catalogue))
+    assert table == {
+        "schema_version": ["expected an integer, got '1' (str)"],
+        "version": ["expected a string, got 1.0 (float)"],
+        "summary": ["must not be empty"],
+        "families": ["expected a list of strings, got ['llama', 7] (list)"],
+        "gaps": ["expected a list of strings, got 'pow' (str)"],
+        "order": ["expected an integer, got True (bool)"],
+    }
+
+
+def test_invalid_version_specifier_name_kind(catalogue: FakeCatalogue) -> None:
+    table = by_key(problems_of(BROKEN / "bad-version.toml", catalogue))
+    assert table == {
+        "name": [
+            "'Bad_Name' is not a valid adapter name (lower-case letters, digits and single "
+            "hyphens, e.g. 'rope-rotation')"
+        ],
+        "version": ["'one point oh' is not a PEP 440 version (e.g. '1.0')"],
+        "kind": ["'temporary' is not one of 'scaffolding', 'permanent'"],
+        "stacks": [
+            "'newer than 2026.02' is not a version specifier over releases "
+            "(e.g. '>=2026.02,<2026.09')"
+        ],
+        "entry_point": ["'spyre_fake_adapters relu' is not of the form 'package.module:object'"],
+    }
+
+
+def test_unknown_gap_ids_and_schema_version(catalogue: FakeCatalogue) -> None:
+    table = by_key(problems_of(BROKEN / "unknown-gap.toml", catalogue))
+    known = ", ".join(sorted(catalogue.gaps))
+    assert table == {
+        "schema_version": [
+            "unsupported schema version 2 (this spyre-adapters reads 1; upgrade "
+            "spyre-adapters or rewrite the manifest)"
+        ],
+        "gaps": [
+            "lists 'warp-drive' more than once",
+            "unknown gap id 'sin-coss' (did you mean 'sin-cos'?)",
+            f"unknown gap id 'warp-drive' (known: {known})",
+            f"unknown gap id 'warp-drive' (known: {known})",
+        ],
+    }
+
+
+def test_entry_point_that_does_not_import(catalogue: FakeCatalogue) -> None:
+    table = by_key(problems_of(BROKEN / "entry-points.toml", catalogue))
+    assert table == {
+        "entry_point": [
+            "'spyre_fake_broken_import:adapter' does not import: ImportError: needs a package "
+            "that is not installed: flash_attn"
+        ]
+    }
+
+
+def test_entry_point_that_is_not_an_adapter(catalogue: FakeCatalogue) -> None:
+    table = by_key(problems_of(BROKEN / "not-adapter.toml", catalogue))
+    assert table == {
+        "entry_point": [
+            "'spyre_fake_adapters:not_an_adapter' is a object, not an adapter: it lacks "
+            "matches() and apply() (see spyre_adapters.contract.Adapter)"
+        ]
+    }
+
+
+def test_permanent_with_only_transitional_gaps(catalogue: FakeCatalogue) -> None:
+    table = by_key(problems_of(BROKEN / "permanent-transitional.toml", catalogue))
+    assert table == {
+        "gaps": [
+            "a permanent adapter must bridge a lasting gap, but 'pow', 'sin-cos' are all "
+            "transitional; make it kind = 'scaffolding'"
+        ],
+        "retire_by": [
+            "a permanent adapter is never retired; remove retire_by = '2026.09' or make the "
+            "adapter kind 'scaffolding'"
+        ],
+    }
+
+
+def test_scaffolding_with_only_lasting_gaps_and_unknown_retire_by(
+    catalogue: FakeCatalogue,
+) -> None:
+    table = by_key(problems_of(BROKEN / "scaffolding-lasting.toml", catalogue))
+    names = ", ".join(r.name for r in catalogue.releases)
+    assert table == {
+        "gaps": [
+            "a scaffolding adapter must bridge a transitional gap, but 'no-inf' is lasting "
+            "(never closed, so it could never retire); make it kind = 'permanent'"
+        ],
+        "retire_by": [f"'2026.13' is not a release of the stack catalogue (known: {names})"],
+    }
+
+
+def test_missing_required_keys(catalogue: FakeCatalogue) -> None:
+    table = by_key(problems_of(BROKEN / "missing-keys.toml", catalogue))
+    assert table == {
+        key: ["required key is missing"]
+        for key in ("kind", "summary", "gaps", "families", "stacks", "entry_point")
+    }
+
+
+def test_not_toml(catalogue: FakeCatalogue) -> None:
+    (problem,) = problems_of(BROKEN / "not-toml.toml", catalogue)
+    assert problem.key == ""
+    assert problem.message.startswith("is not valid TOML: ")
+
+
+def test_layout_must_match_name_and_version(catalogue: FakeCatalogue) -> None:
+    with pytest.raises(ManifestError) as info:
+        load_manifests(DATA / "layout", catalogue)
+    where = str(DATA / "layout" / "alpha" / "1.5.toml")
+    assert [str(p) for p in info.value.problems] == [
+        f"{where}: name: name 'alfa' does not match the folder 'alpha' (expected "
+        "'<name>/<version>.toml')",
+        f"{where}: version: version '1.0' does not match the file name '1.5.toml' (expected "
+        "'<name>/<version>.toml')",
+    ]
+
+
+def test_all_problems_of_all_files_in_one_error(catalogue: FakeCatalogue) -> None:
+    files = sorted(BROKEN.glob("*.toml"))
+    with pytest.raises(ManifestError) as info:
+        load_manifests([*sorted((DATA / "valid").rglob("*.toml")), *files], catalogue)
+    error = info.value
+    assert {p.where for p in error.problems} == {str(f) for f in files}
+    message = str(error)
+    assert message.startswith(f"{len(error.problems)} problems in adapter manifests:\n")
+    for problem in error.problems:
+        assert f"  - {problem}" in message
+
+
+def test_same_name_and_version_in_two_files(catalogue: FakeCatalogue, tmp_path: Path) -> None:
+    source = DATA / "valid" / "beta" / "1.0.toml"
+    copy = tmp_path / "beta-copy.toml"
+    copy.write_bytes(source.read_bytes())
+    with pytest.raises(ManifestError) as info:
+        load_manifests([source, copy], catalogue)
+    (problem,) = info.value.problems
+    assert str(problem) == (
+        f"{copy}: version: adapter 'beta' version 1.0 is also declared in {source}"
+    )
