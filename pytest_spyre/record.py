@@ -61,6 +61,8 @@ class Agreement:
 class TestRecord:
     """Everything the plugin learnt about one test (setup + call + teardown)."""
 
+    __test__ = False  # not a test class, whatever module imports it
+
     nodeid: str
     outcome: str = "passed"  # passed|failed|skipped|xfailed|xpassed|error
     on_device: bool = True

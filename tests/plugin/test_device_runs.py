@@ -1,0 +1,237 @@
+"""``--spyre`` runs of small suites on the emulated device: outcomes, the failure report, the
+``spyre_xfail``/``no_spyre`` markers, inference-only tests, header and summary, JSON and JUnit,
+and ``pytest-xdist``. Each run is a subprocess (real import order, nothing leaks here)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from spyre_adapters import Status, default_registry, status_at
+from spyre_sim.catalogue import builtin_catalogue
+
+from .conftest import read_report, run_spyre, summary_lines
+
+SUITE = """
+import pytest
+import torch
+
+import spyre_adapters
+
+
+def ones(device):
+    return torch.ones(2, 64, dtype=torch.float16, device=device)
+
+
+def test_fallback_op(spyre_device):
+    x = torch.arange(64, device=spyre_device)  # arange runs as cpu-fallback at every release
+    assert x.device.type == "spyre"
+
+
+def test_pow(spyre_device):
+    assert float(ones(spyre_device).pow(2).sum().cpu()) == 128.0
+
+
+@pytest.mark.spyre_xfail(gap="pow")
+def test_pow_marked(spyre_device):
+    assert float(ones(spyre_device).pow(2).sum().cpu()) == 128.0
+
+
+@pytest.mark.no_spyre
+def test_on_host(spyre_device):
+    assert spyre_device.type == "cpu"
+    assert float(ones(spyre_device).pow(2).sum()) == 128.0
+
+
+def test_backward(spyre_device):
+    w = ones(spyre_device).requires_grad_(True)
+    (w * w).sum().backward()
+
+
+def test_model_moves(spyre_device, spyre_stack):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
+    model = LlamaForCausalLM(config).to(spyre_device)
+    on_device = [a.name for a in spyre_adapters.applied(model)]
+    model.to("cpu")
+    assert spyre_adapters.applied(model) == []
+    print("APPLIED", spyre_stack.name, sorted(on_device))
+"""
+
+
+def _applied_to_llama(release: str) -> list[str]:
+    """Adapters the registry resolves at ``release`` whose families include llama."""
+    rows = status_at(default_registry(), release)
+    return sorted(
+        f"{r.name} {r.version}" for r in rows if r.applied and "llama" in r.manifest.families
+    )
+
+
+def _bridging(gap: str) -> list[str]:
+    return sorted({m.name for m in default_registry().bridging(gap)})
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeini("[pytest]\nxfail_strict = true\n")
+    return pytester
+
+
+def test_pow_gap_open(suite: pytest.Pytester) -> None:
+    """At 2026.02 ``pow`` does not lower: the plain test fails naming the gap, the marked one
+    is an expected failure, the backward test is skipped as inference-only."""
+    assert builtin_catalogue().release("2026.02").gap_open("pow")
+    result = run_spyre(suite, "--spyre-stack", "2026.02", "-rsx", "-s")
+    result.assert_outcomes(passed=3, failed=1, xfailed=1, skipped=1)
+    closes = builtin_catalogue().first_closing("pow", "2026.02")
+    bridges = _bridging("pow")
+    result.stdout.fnmatch_lines(
+        [
+            "spyre: stack 2026.02; adapters: * of * registered apply at this release; lock: none",
+            "*- spyre -*",
+            "blocked by gap `pow` at stack 2026.02",
+            "  op:          aten.pow*",
+            f"  closes in:   {closes}",
+            "  bridged by:  " + (f"*{bridges[0]}*" if bridges else "no registered adapter"),
+        ]
+    )
+    result.stdout.fnmatch_lines(["*XFAIL*test_pow_marked*gap `pow` is open at stack 2026.02*"])
+    result.stdout.fnmatch_lines(["*SKIPPED*spyre: inference-only device*"])
+
+
+def test_pow_gap_closed(suite: pytest.Pytester) -> None:
+    """At 2026.03 ``pow`` lowers: the marked test now fails, telling to remove the marker."""
+    assert not builtin_catalogue().release("2026.03").gap_open("pow")
+    result = run_spyre(suite, "--spyre-stack", "2026.03")
+    result.assert_outcomes(passed=4, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        ["*gap closed: remove this marker: spyre_xfail(gap='pow') but gap `pow` is closed at "
+         "stack 2026.03 (first closed in 2026.03); the test passed at this release*"]
+    )  # fmt: skip
+    result.stdout.fnmatch_lines(["gap closed, remove spyre_xfail marker: *test_pow_marked"])
+
+
+def test_summary_lines(suite: pytest.Pytester) -> None:
+    result = run_spyre(suite, "--spyre-stack", "2026.02", "-s")
+    applied = _applied_to_llama("2026.02")
+    retirable = [
+        f"{r.name} {r.version}"
+        for r in status_at(default_registry(), "2026.02")
+        if r.status is Status.RETIRABLE
+    ]
+    lines = summary_lines(result)
+    expected = [
+        "*= spyre summary: stack 2026.02 =*",
+        "tests: 6 (5 on the device): passed 3, failed 1, skipped 1, xfailed 1",
+        "gaps hit: *pow (2 tests)*",
+        "blocked by: pow (1 test)",
+        "fallbacks: *aten.arange.* x1 (1 test)*",
+        "miscompiles: *",
+        "adapters applied: " + (f"*{applied[0]} (1 test)*" if applied else "none"),
+        "adapters retirable at 2026.02: "
+        + (f"*{retirable[0]}* -- see `spyre-adapters audit --stack 2026.02`" if retirable
+           else "none"),
+        "inference-only: 1 test skipped (backward on the device)",
+    ]  # fmt: skip
+    pytest.LineMatcher(lines).fnmatch_lines(expected)
+    result.stdout.fnmatch_lines([f"APPLIED 2026.02 {sorted(a.split()[0] for a in applied)}"])
+
+
+def test_json_report_and_junit(suite: pytest.Pytester) -> None:
+    report, junit = suite.path / "spyre.json", suite.path / "junit.xml"
+    result = run_spyre(
+        suite, "--spyre-stack", "2026.02", f"--spyre-report={report}", f"--junitxml={junit}"
+    )
+    result.stdout.fnmatch_lines([f"JSON report: {report}"])
+    data = read_report(report)
+    assert data["schema_version"] == 1
+    assert data["stack"] == {"release": "2026.02", "source": "builtin"}
+    assert data["settings"] == {
+        "numerics": True, "layout_checks": True, "unsupported": "fail", "compare": False,
+    }  # fmt: skip
+    assert data["adapters"]["registered"] == len(default_registry().manifests())
+    tests = {t["nodeid"].split("::")[-1]: t for t in data["tests"]}
+    assert [t["nodeid"] for t in data["tests"]] == sorted(t["nodeid"] for t in data["tests"])
+    assert {k: t["outcome"] for k, t in tests.items()} == {
+        "test_fallback_op": "passed", "test_pow": "failed", "test_pow_marked": "xfailed",
+        "test_on_host": "passed", "test_backward": "skipped", "test_model_moves": "passed",
+    }  # fmt: skip
+    blocked = tests["test_pow"]["blocked_by"]
+    assert blocked["gap"] == "pow"
+    assert blocked["op"].startswith("aten.pow")
+    assert blocked["release"] == "2026.02"
+    assert blocked["closes_in"] == "2026.03"
+    assert sorted(b.split()[0] for b in blocked["bridged_by"]) == _bridging("pow")
+    assert tests["test_pow_marked"]["xfail_gap"] == "pow"
+    assert tests["test_on_host"]["on_device"] is False
+    assert tests["test_backward"]["inference_only"] is True
+    assert tests["test_fallback_op"]["fallbacks"]
+    assert sorted(tests["test_model_moves"]["adapters"]) == _applied_to_llama("2026.02")
+    assert data["summary"]["blocked"] == {"pow": 1}
+    assert data["summary"]["outcomes"] == {"failed": 1, "passed": 3, "skipped": 1, "xfailed": 1}
+
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["test_pow"].iter("property")}
+    assert props["spyre_gaps"] == "pow"
+    assert "gap `pow` (aten.pow" in props["spyre_blocked_by"]
+    props = {p.get("name"): p.get("value") for p in cases["test_on_host"].iter("property")}
+    assert props["spyre_on_device"] == "false"
+
+
+def test_xdist_equals_serial(suite: pytest.Pytester) -> None:
+    serial, dist = suite.path / "serial.json", suite.path / "dist.json"
+    one = run_spyre(suite, "--spyre-stack", "2026.02", f"--spyre-report={serial}")
+    two = run_spyre(suite, "--spyre-stack", "2026.02", f"--spyre-report={dist}", "-n", "2")
+    two.assert_outcomes(passed=3, failed=1, xfailed=1, skipped=1)
+    assert read_report(dist) == read_report(serial)
+    strip = [line for line in summary_lines(one) if not line.startswith("JSON report")]
+    assert [line for line in summary_lines(two) if not line.startswith("JSON report")] == strip
+
+
+def test_fixtures_and_header_under_spyre(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+
+        def test_device(spyre_device, spyre_stack):
+            assert spyre_device == torch.device("spyre")
+            assert spyre_stack.name == "2026.05"
+            assert torch.nn.Module.to.__wrapped__ is not None  # the placement hook is on
+
+        @pytest.mark.no_spyre
+        def test_host(spyre_device):
+            assert spyre_device == torch.device("cpu")
+        """
+    )
+    result = run_spyre(pytester, "--spyre-stack=2026.05", "--spyre-numerics=off")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["spyre: numerics off, layout checks on, unsupported ops: fail"])
+
+
+def test_unknown_stack_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = run_spyre(pytester, "--spyre-stack", "2031.01")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    names = [r.name for r in builtin_catalogue().releases]
+    result.stderr.fnmatch_lines([f"*--spyre-stack: '2031.01'*{names[0]}*"])
+
+
+def test_user_release_file(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makepyfile("def test_x(spyre_stack):\n    print('STACK', spyre_stack.name)\n")
+    newest = builtin_catalogue().newest
+    release = pytester.path / "next.toml"
+    release.write_text(
+        f'schema_version = 1\n[release]\nname = "2099.01"\nbase = "{newest.name}"\n'
+        'date = 2099-01-01\nsummary = "what if"\n'
+    )
+    result = run_spyre(pytester, f"--spyre-stack={release}", "-s")
+    if result.ret == pytest.ExitCode.USAGE_ERROR:  # the release file format is spyre_sim's
+        pytest.fail(result.stderr.str())
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["spyre: stack 2099.01 from *next.toml;*", "STACK 2099.01"])
