@@ -38,6 +38,7 @@ _FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     "gpt2": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64},
     "gptj": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "rotary_dim": 8},
     "codegen": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "rotary_dim": 8},
+    "t5": {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "d_kv": 16},
     "gpt_neo": {"attention_types": [[["global", "local"], 1]], "num_layers": 2, "window_size": 8},
 }
 
@@ -120,14 +121,12 @@ def greedy(model: nn.Module, steps: int = 4) -> tuple[torch.Tensor, torch.Tensor
         pad_token_id=0,
         eos_token_id=None,
         bos_token_id=1,
+        return_dict_in_generate=True,
+        output_logits=True,
     )
     with torch.no_grad():
         out = model.generate(  # type: ignore[operator]
-            PROMPT,
-            attention_mask=torch.ones_like(PROMPT),
-            generation_config=gen_config,
-            return_dict_in_generate=True,
-            output_logits=True,
+            PROMPT, attention_mask=torch.ones_like(PROMPT), generation_config=gen_config
         )
     return out.sequences[:, PROMPT.shape[1] :], torch.stack(out.logits)
 
