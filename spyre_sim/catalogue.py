@@ -13,6 +13,7 @@ built-in catalogue is parsed once per process (:func:`builtin_catalogue` is cach
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import enum
 import functools
 import json
@@ -46,6 +47,7 @@ __all__ = [
     "OpRule",
     "Release",
     "builtin_catalogue",
+    "catalogue_for",
     "load_release_file",
     "resolve_stack",
 ]
@@ -275,6 +277,24 @@ def builtin_catalogue() -> Catalogue:
     return _load_catalogue([(str(entry), entry.read_bytes()) for entry in files])
 
 
+def catalogue_for(release: Release) -> Catalogue:
+    """The catalogue ``release`` belongs to: the built-in one, or for a user release the
+    built-in one extended by it, so that ``catalogue_for(r).first_closing(gap, r.name)`` also
+    sees a gap the user release itself closes."""
+    builtin = builtin_catalogue()
+    if builtin._by_name.get(release.name) is release:
+        return builtin
+    extended = _EXTENDED.get(release)
+    if extended is None:
+        others = (r for r in builtin.releases if r.version != release.version)
+        extended = Catalogue((*others, release), builtin.gaps)
+        _EXTENDED[release] = extended
+    return extended
+
+
+_EXTENDED: dict[Release, Catalogue] = {}
+
+
 def load_release_file(
     path: str | os.PathLike[str], base_catalogue: Catalogue | None = None
 ) -> Release:
@@ -287,7 +307,9 @@ def load_release_file(
         raw = Path(source).read_bytes()
     except OSError as exc:
         raise CatalogueError(
-            [f"{source}: <file>: cannot read the release file: {exc.strerror} (got {source!r})"]
+            [
+                f"{source}: <file>: cannot read the release file: {exc.strerror} (got {_show(source)})"
+            ]
         ) from None
     reader = _Reader(source)
     delta = reader.release_file(raw)
@@ -316,6 +338,11 @@ def load_release_file(
             problems.append(
                 f"{source}: release.name: a release must sort after its base {base.name} "
                 f"(got {_show(delta.name)})"
+            )
+        if delta.date is not None and delta.date < base.date:
+            problems.append(
+                f"{source}: release.date: a release cannot predate its base {base.name} "
+                f"({base.date.isoformat()}) (got {_show(delta.date)})"
             )
     _check_gap_refs(delta, catalogue.gaps, problems)
     if base is not None:
@@ -537,7 +564,7 @@ class _Reader:
                 gaps[gap_id] = Gap(gap_id, title, nature, tuple(ops), description)
         if table is not None and UNLOWERED_GAP not in table:
             self.problems.append(
-                f"{self.source}: gaps: the catch-all gap {UNLOWERED_GAP!r} must be defined "
+                f"{self.source}: gaps: the catch-all gap {_show(UNLOWERED_GAP)} must be defined "
                 "(got nothing)"
             )
         return gaps
@@ -633,7 +660,7 @@ class _Reader:
             if decision not in _LOWERED:
                 self.problem(
                     key,
-                    f"decision {decision.value!r} must name the gap it belongs to; write "
+                    f"decision {_show(decision.value)} must name the gap it belongs to; write "
                     f'{{decision = "{decision.value}", gap = "...", note = "..."}}',
                     body,
                 )
@@ -662,7 +689,7 @@ class _Reader:
             ok = False
         if decision is not None and decision not in _LOWERED and gap is None:
             self.problem(
-                key, f'decision {decision.value!r} names no gap; add gap = "<gap id>"', body
+                key, f'decision {_show(decision.value)} names no gap; add gap = "<gap id>"', body
             )
             ok = False
         if decision in _LOWERED and gap is not None:
@@ -690,15 +717,19 @@ class _Reader:
 # --------------------------------------------------------------------------- building
 
 
+def _unknown_gap(gap_id: str, gaps: Mapping[str, Gap]) -> str:
+    close = difflib.get_close_matches(gap_id, list(gaps), n=1)
+    hint = f" (did you mean {_show(close[0])}?)" if close else ""
+    return f"unknown gap id{hint}; known gaps: {', '.join(sorted(gaps))}"
+
+
 def _check_gap_refs(delta: _Delta, gaps: Mapping[str, Gap], problems: list[str]) -> None:
     """Gap ids exist; lasting gaps are never closed."""
-    known = ", ".join(sorted(gaps))
     for gap_id, state in delta.gap_states.items():
         gap = gaps.get(gap_id)
         if gap is None:
             problems.append(
-                f"{delta.source}: gaps.{gap_id}: unknown gap id; known gaps: {known} "
-                f"(got {_show(gap_id)})"
+                f"{delta.source}: gaps.{gap_id}: {_unknown_gap(gap_id, gaps)} (got {_show(gap_id)})"
             )
         elif gap.lasting and state is GapState.CLOSED:
             problems.append(
@@ -708,7 +739,7 @@ def _check_gap_refs(delta: _Delta, gaps: Mapping[str, Gap], problems: list[str])
     for op, rule in delta.op_rules.items():
         if rule.gap is not None and rule.gap not in gaps:
             problems.append(
-                f"{delta.source}: ops.{_show(op)}.gap: unknown gap id; known gaps: {known} "
+                f"{delta.source}: ops.{_show(op)}.gap: {_unknown_gap(rule.gap, gaps)} "
                 f"(got {_show(rule.gap)})"
             )
 
@@ -740,8 +771,8 @@ def _check_consistency(release: Release, problems: list[str]) -> None:
         state = release.gap_states.get(rule.gap)
         if state is GapState.CLOSED:
             problems.append(
-                f"{release.source}: ops.{_show(op)}: decision {rule.decision.value!r} names gap "
-                f"{rule.gap!r}, which is closed at {release.name}; update the op or the gap "
+                f"{release.source}: ops.{_show(op)}: decision {_show(rule.decision.value)} names gap "
+                f"{_show(rule.gap)}, which is closed at {release.name}; update the op or the gap "
                 f"state (got {_show(rule.decision.value)})"
             )
 
@@ -790,7 +821,7 @@ def _load_catalogue(files: list[tuple[str, bytes]]) -> Catalogue:
     roots = [d for d in by_name.values() if d.base is None]
     if by_name and len(roots) != 1:
         problems.append(
-            "<catalogue>: release.base: exactly one release has no base (the first); "
+            "<catalogue>: release.base: exactly one release (the first) has no base "
             f"(got {_show([d.name for d in roots])})"
         )
     for delta in by_name.values():
@@ -816,6 +847,11 @@ def _load_catalogue(files: list[tuple[str, bytes]]) -> Catalogue:
             problems.append(
                 f"{delta.source}: release.name: a release must sort after its base "
                 f"{base.name} (got {_show(delta.name)})"
+            )
+        if base is not None and delta.date and base.date and delta.date < base.date:
+            problems.append(
+                f"{delta.source}: release.date: a release cannot predate its base {base.name} "
+                f"({base.date.isoformat()}) (got {_show(delta.date)})"
             )
 
     # Cycles: follow base links; a walk that comes back to its start is a cycle.

@@ -1,0 +1,447 @@
+"""The built-in stack-release catalogue against SPYRE.md sections 5 and 6."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from spyre_sim.catalogue import (
+    UNLOWERED_GAP,
+    Catalogue,
+    Decision,
+    GapNature,
+    GapState,
+    OpRule,
+    Release,
+    builtin_catalogue,
+)
+from spyre_sim.errors import SpyreSimError
+
+RELEASES = ("2025.12", "2026.02", "2026.03", "2026.05", "2026.06", "2026.07", "2026.08", "2026.09")
+DATA = Path(__file__).resolve().parents[1] / "data" / "releases"
+CENSUS = sorted(json.loads((DATA / "op-census-packets.json").read_text())["op_family_count"])
+
+# X: open (fails), F: fallback, M: miscompiled, C: closed
+X, F, M, C = GapState.OPEN, GapState.FALLBACK, GapState.MISCOMPILED, GapState.CLOSED
+NATIVE, DECOMPOSED = Decision.NATIVE, Decision.DECOMPOSED
+FALLBACK, UNSUPPORTED = Decision.FALLBACK, Decision.UNSUPPORTED
+
+# The state of each gap at each release (order of RELEASES), written from SPYRE.md.
+TIMELINES: dict[str, tuple[GapState, ...]] = {
+    # SPYRE.md section 6
+    "sin-cos": (F, F, F, F, F, F, F, C),
+    "rotate-half": (M, M, M, M, M, M, M, M),
+    "offset-slice": (X, X, X, X, C, C, C, C),
+    "dtype-cast": (X, X, X, X, X, C, C, C),  # casts 2026.05, norm upcast 2026.07
+    "pow": (X, X, C, C, C, C, C, C),
+    "tril-triu": (X, X, F, F, F, F, F, F),  # triu native 2026.09, tril still falls back
+    "embedding": (X, F, F, F, F, F, C, C),
+    "sdpa": (X, X, C, C, C, C, C, C),
+    "sdpa-gqa": (X, X, X, C, C, C, C, C),
+    "conv2d": (X, X, X, X, C, C, C, C),
+    "masked-scatter": (X, X, X, X, X, X, C, C),
+    "layernorm-nan": (M, M, M, M, M, M, M, M),
+    "mem-pool": (C, C, C, C, C, C, M, C),
+    "stick-align": (X, X, X, X, X, X, X, X),
+    "sub-stick-head": (X, X, X, X, X, X, X, X),
+    "core-span": (X, X, X, X, X, X, X, X),
+    "no-inf": (M, M, M, M, M, M, M, M),
+    "fp32-storage": (M, M, M, M, M, M, M, M),
+    "static-shapes": (X, X, X, X, X, X, X, X),
+    # added ids, from the rules of SPYRE.md sections 2, 3 and 5
+    "rank-4d": (X, C, C, C, C, C, C, C),
+    "bool-storage": (X, C, C, C, C, C, C, C),
+    "bf16": (X, X, X, C, C, C, C, C),
+    "zero-length": (X, X, X, C, C, C, C, C),
+    "linear": (X, C, C, C, C, C, C, C),
+    "full": (X, C, C, C, C, C, C, C),
+    "device-copy": (X, C, C, C, C, C, C, C),
+    "ones": (X, X, C, C, C, C, C, C),
+    "softmax": (X, X, C, C, C, C, C, C),
+    "layer-norm": (X, X, C, C, C, C, C, C),
+    "cat-stack": (X, X, C, C, C, C, C, C),
+    "host-sync": (X, X, F, F, F, F, F, F),
+    "isin": (X, X, F, F, F, F, F, F),
+    "arange": (F, F, F, F, F, F, F, F),
+    "topk": (X, X, X, C, C, C, C, C),
+    "cumsum": (X, X, X, F, F, F, F, F),
+    "argmax": (X, X, X, F, F, F, F, F),
+    "bitwise": (X, X, X, F, F, F, F, F),
+    "any-all": (X, X, X, F, F, F, F, C),
+    "indirect-access": (X, X, X, X, F, F, F, F),
+    "unfold": (X, X, X, X, C, C, C, C),
+    "im2col": (X, X, X, X, X, X, X, X),
+    "prod": (X, X, X, X, X, C, C, C),
+    "flip": (X, X, X, X, X, X, C, C),
+    "slice-scatter": (X, X, X, X, X, X, C, C),
+    "pooling": (X, X, X, X, X, X, C, C),
+    "gemma-rmsnorm": (X, X, X, X, X, X, X, C),
+    "sort": (X, X, X, X, X, X, X, X),
+    "moe-topk": (X, X, X, X, X, X, X, X),
+    "bool-index": (X, X, X, X, X, X, X, X),
+    "masked-fill": (X, X, X, F, F, F, F, F),
+    "unlowered-op": (X, X, X, X, X, X, X, X),
+}
+
+SPYRE_NATURES = {
+    "sin-cos": GapNature.TRANSITIONAL,
+    "rotate-half": GapNature.TRANSITIONAL,
+    "offset-slice": GapNature.TRANSITIONAL,
+    "dtype-cast": GapNature.TRANSITIONAL,
+    "pow": GapNature.TRANSITIONAL,
+    "tril-triu": GapNature.TRANSITIONAL,
+    "embedding": GapNature.TRANSITIONAL,
+    "sdpa": GapNature.TRANSITIONAL,
+    "sdpa-gqa": GapNature.TRANSITIONAL,
+    "conv2d": GapNature.TRANSITIONAL,
+    "masked-scatter": GapNature.TRANSITIONAL,
+    "layernorm-nan": GapNature.TRANSITIONAL,
+    "mem-pool": GapNature.REGRESSION,
+    "stick-align": GapNature.LASTING,
+    "sub-stick-head": GapNature.LASTING,
+    "core-span": GapNature.LASTING,
+    "no-inf": GapNature.LASTING,
+    "fp32-storage": GapNature.LASTING,
+    "static-shapes": GapNature.LASTING,
+}
+
+# (op packet, overload, release, decision) read off SPYRE.md section 5.
+SPYRE_DECISIONS = [
+    ("aten.mm", "default", "2025.12", NATIVE),
+    ("aten.gelu", "default", "2025.12", NATIVE),
+    ("aten.where", "self", "2025.12", NATIVE),
+    ("aten.view", "default", "2025.12", NATIVE),
+    ("aten.permute", "default", "2025.12", NATIVE),
+    ("aten.arange", "start", "2025.12", FALLBACK),
+    ("aten.arange", "start", "2026.09", FALLBACK),
+    ("aten.sin", "default", "2025.12", FALLBACK),
+    ("aten.sin", "default", "2026.08", FALLBACK),
+    ("aten.sin", "default", "2026.09", NATIVE),
+    ("aten.cos", "default", "2026.09", NATIVE),
+    ("aten.embedding", "default", "2025.12", UNSUPPORTED),
+    ("aten.embedding", "default", "2026.02", FALLBACK),
+    ("aten.embedding", "default", "2026.08", NATIVE),
+    ("aten._softmax", "default", "2026.02", UNSUPPORTED),
+    ("aten._softmax", "default", "2026.03", NATIVE),
+    ("aten.pow", "Tensor_Scalar", "2026.02", UNSUPPORTED),
+    ("aten.pow", "Tensor_Scalar", "2026.03", NATIVE),
+    ("aten._to_copy", "default", "2026.03", UNSUPPORTED),
+    ("aten._to_copy", "default", "2026.05", NATIVE),
+    ("aten.addmm", "default", "2025.12", UNSUPPORTED),
+    ("aten.addmm", "default", "2026.02", DECOMPOSED),
+    ("aten.full", "default", "2026.02", NATIVE),
+    ("aten.copy_", "default", "2025.12", UNSUPPORTED),
+    ("aten.copy_", "default", "2026.02", NATIVE),
+    ("aten.ones", "default", "2026.03", DECOMPOSED),
+    ("aten.silu", "default", "2026.03", NATIVE),
+    ("aten.native_layer_norm", "default", "2026.03", NATIVE),
+    ("aten.gt", "Tensor", "2026.02", UNSUPPORTED),
+    ("aten.gt", "Tensor", "2026.03", NATIVE),
+    ("aten.cat", "default", "2026.03", NATIVE),
+    ("aten.tril", "default", "2026.02", UNSUPPORTED),
+    ("aten.tril", "default", "2026.03", FALLBACK),
+    ("aten.tril", "default", "2026.09", FALLBACK),
+    ("aten.triu", "default", "2026.09", NATIVE),
+    ("aten.isin", "Tensor_Tensor", "2026.03", FALLBACK),
+    ("aten.isin", "Tensor_Tensor", "2026.09", FALLBACK),
+    ("aten._local_scalar_dense", "default", "2026.03", FALLBACK),
+    ("aten._scaled_dot_product_flash_attention_for_cpu", "default", "2026.02", UNSUPPORTED),
+    ("aten._scaled_dot_product_flash_attention_for_cpu", "default", "2026.03", DECOMPOSED),
+    ("aten._scaled_dot_product_flash_attention_for_cpu", "default", "2026.07", NATIVE),
+    ("aten.topk", "default", "2026.05", NATIVE),
+    ("aten.floor", "default", "2026.05", NATIVE),
+    ("aten.minimum", "default", "2026.05", NATIVE),
+    ("aten.constant_pad_nd", "default", "2026.05", NATIVE),
+    ("aten.cumsum", "default", "2026.03", UNSUPPORTED),
+    ("aten.cumsum", "default", "2026.05", FALLBACK),
+    ("aten.cumsum", "default", "2026.09", FALLBACK),
+    ("aten.argmax", "default", "2026.09", FALLBACK),
+    ("aten.argmin", "default", "2026.09", FALLBACK),
+    ("aten.bitwise_or", "Tensor", "2026.09", FALLBACK),
+    ("aten.convolution", "default", "2026.05", UNSUPPORTED),
+    ("aten.convolution", "default", "2026.06", DECOMPOSED),
+    ("aten.convolution", "default", "2026.08", NATIVE),
+    ("aten.unfold", "default", "2026.06", NATIVE),
+    ("aten.gather", "default", "2026.05", UNSUPPORTED),
+    ("aten.gather", "default", "2026.06", FALLBACK),
+    ("aten.index_copy_", "default", "2026.06", FALLBACK),
+    ("aten.prod", "default", "2026.07", NATIVE),
+    ("aten.index_select", "default", "2026.08", NATIVE),
+    ("aten.slice_scatter", "default", "2026.08", NATIVE),
+    ("aten.masked_scatter", "default", "2026.07", UNSUPPORTED),
+    ("aten.masked_scatter", "default", "2026.08", NATIVE),
+    ("aten.flip", "default", "2026.08", NATIVE),
+    ("aten.avg_pool2d", "default", "2026.08", NATIVE),
+    ("aten.index_add", "default", "2026.09", NATIVE),
+    ("aten.any", "dim", "2026.09", NATIVE),
+    ("aten.all", "default", "2026.09", NATIVE),
+    ("aten.sort", "default", "2026.09", UNSUPPORTED),
+    ("aten.im2col", "default", "2026.09", UNSUPPORTED),
+]
+
+# Ops the emulated device sees (post-autograd, wrapper subclass) that the CPU census lacks.
+DEVICE_OPS = [
+    "aten._safe_softmax",
+    "aten._softmax",
+    "aten.addmm",
+    "aten.mm",
+    "aten.bmm",
+    "aten.t",
+    "aten._unsafe_view",
+    "aten.empty_strided",
+    "aten.empty",
+    "aten.copy_",
+    "aten._copy_from",
+    "aten._copy_from_and_resize",
+    "aten._to_copy",
+    "aten.detach",
+    "aten.alias",
+    "aten.lift_fresh",
+    "aten.masked_fill",
+    "aten.fill_",
+    "aten.zero_",
+    "aten.argmax",
+    "aten.isin",
+    "aten.any",
+    "aten.all",
+    "aten.logical_not",
+    "aten.logical_and",
+    "aten.logical_or",
+    "aten.logical_xor",
+    "aten.bitwise_and",
+    "aten.bitwise_or",
+    "aten.bitwise_xor",
+    "aten.bitwise_not",
+    "aten.sym_size",
+    "aten.sym_stride",
+    "aten.sym_numel",
+    "aten._local_scalar_dense",
+    "aten.index",
+    "aten.slice",
+    "aten.select",
+    "aten.split",
+    "aten.unbind",
+    "aten.narrow",
+    "aten.native_layer_norm",
+    "aten.embedding",
+    "aten.convolution",
+    "aten._scaled_dot_product_flash_attention_for_cpu",
+    "aten.scaled_dot_product_attention",
+]
+
+LAYOUT_OPS = [
+    "aten.view",
+    "aten.reshape",
+    "aten.permute",
+    "aten.transpose",
+    "aten.expand",
+    "aten.unsqueeze",
+    "aten.squeeze",
+    "aten.clone",
+    "aten.contiguous",
+    "aten.detach",
+    "aten.alias",
+    "aten.t",
+    "aten._unsafe_view",
+    "aten.slice",
+]
+
+
+@pytest.fixture(scope="module")
+def catalogue() -> Catalogue:
+    return builtin_catalogue()
+
+
+def test_releases_are_the_eight_of_spyre_md_in_order(catalogue: Catalogue) -> None:
+    assert catalogue.names == RELEASES
+    assert [r.version for r in catalogue.releases] == [Version(n) for n in RELEASES]
+    assert catalogue.newest.name == "2026.09"
+    assert catalogue.releases[0].base is None
+    for older, newer in zip(catalogue.releases, catalogue.releases[1:], strict=False):
+        assert newer.base == older.name
+        assert newer.date > older.date
+        assert newer.summary
+    for release in catalogue.releases:
+        assert Path(release.source).name == f"{release.name}.toml"
+
+
+def test_builtin_catalogue_is_parsed_once() -> None:
+    assert builtin_catalogue() is builtin_catalogue()
+
+
+def test_census_has_209_packets() -> None:
+    assert len(CENSUS) == 209
+
+
+@pytest.mark.parametrize("name", RELEASES)
+def test_every_census_op_has_an_explicit_rule(catalogue: Catalogue, name: str) -> None:
+    release = catalogue.release(name)
+    missing = [op for op in CENSUS if op not in release.op_rules]
+    assert missing == []
+    # A census op placed with the catch-all says why.
+    silent = [
+        op
+        for op in CENSUS
+        if release.op_rules[op].gap == UNLOWERED_GAP and not release.op_rules[op].note
+    ]
+    assert silent == []
+
+
+@pytest.mark.parametrize("name", RELEASES)
+def test_device_ops_have_an_explicit_rule(catalogue: Catalogue, name: str) -> None:
+    release = catalogue.release(name)
+    assert [op for op in DEVICE_OPS if op not in release.op_rules] == []
+
+
+@pytest.mark.parametrize("name", RELEASES)
+def test_every_non_lowering_rule_names_a_known_gap(catalogue: Catalogue, name: str) -> None:
+    release = catalogue.release(name)
+    for op, rule in release.op_rules.items():
+        if rule.decision in (NATIVE, DECOMPOSED):
+            assert rule.gap is None, op
+        else:
+            assert rule.gap is not None, op
+            assert rule.gap in catalogue.gaps, op
+            assert release.gap_states[rule.gap] is not C, op
+
+
+@pytest.mark.parametrize("op", LAYOUT_OPS)
+def test_layout_ops_run_on_the_device_from_the_first_release(catalogue: Catalogue, op: str) -> None:
+    for release in catalogue.releases:
+        assert release.op_rule(op).decision in (NATIVE, DECOMPOSED), (op, release.name)
+
+
+def test_allocation_and_transfers_never_fail(catalogue: Catalogue) -> None:
+    first = catalogue.releases[0]
+    for op in ("aten.empty", "aten.empty_strided", "aten._copy_from", "aten._copy_from_and_resize"):
+        assert first.op_rule(op, "default").decision is NATIVE, op
+
+
+@pytest.mark.parametrize(("op", "overload", "name", "decision"), SPYRE_DECISIONS)
+def test_op_decisions_follow_spyre_md(
+    catalogue: Catalogue, op: str, overload: str, name: str, decision: Decision
+) -> None:
+    assert catalogue.release(name).op_rule(op, overload).decision is decision
+
+
+def test_every_gap_of_spyre_md_is_defined_with_its_nature(catalogue: Catalogue) -> None:
+    for gap_id, nature in SPYRE_NATURES.items():
+        gap = catalogue.gaps[gap_id]
+        assert gap.nature is nature, gap_id
+        assert gap.title
+        assert gap.description
+
+
+def test_every_gap_has_a_state_in_every_release(catalogue: Catalogue) -> None:
+    for release in catalogue.releases:
+        assert set(release.gap_states) == set(catalogue.gaps), release.name
+
+
+@pytest.mark.parametrize("gap_id", sorted(TIMELINES))
+def test_gap_timeline(catalogue: Catalogue, gap_id: str) -> None:
+    assert catalogue.timeline(gap_id) == list(zip(RELEASES, TIMELINES[gap_id], strict=True))
+
+
+def test_lasting_gaps_are_never_closed(catalogue: Catalogue) -> None:
+    lasting = [g for g in catalogue.gaps.values() if g.nature is GapNature.LASTING]
+    assert {"stick-align", "no-inf", "fp32-storage"} <= {g.id for g in lasting}
+    for gap in lasting:
+        assert all(state is not C for _, state in catalogue.timeline(gap.id)), gap.id
+        assert catalogue.first_closing(gap.id, "2025.12") is None
+
+
+def test_mem_pool_is_a_regression_that_reopens_and_closes(catalogue: Catalogue) -> None:
+    assert catalogue.gaps["mem-pool"].nature is GapNature.REGRESSION
+    assert not catalogue.release("2026.07").gap_open("mem-pool")
+    assert catalogue.release("2026.08").gap_open("mem-pool")
+    assert not catalogue.release("2026.09").gap_open("mem-pool")
+    assert catalogue.first_closing("mem-pool", "2026.08") == "2026.09"
+    assert catalogue.first_closing("mem-pool", "2026.07") == "2026.07"
+
+
+@pytest.mark.parametrize(
+    ("gap_id", "at", "expected"),
+    [
+        ("sin-cos", "2025.12", "2026.09"),
+        ("embedding", "2026.02", "2026.08"),
+        ("dtype-cast", "2025.12", "2026.07"),
+        ("dtype-cast", "2026.05", "2026.07"),
+        ("offset-slice", "2026.03", "2026.06"),
+        ("sdpa-gqa", "2026.04", "2026.05"),  # a version between releases
+        ("sdpa", "2026.09", "2026.09"),
+        ("pow", "2025.12", "2026.03"),
+        ("rotate-half", "2025.12", None),
+        ("cumsum", "2026.05", None),
+        ("tril-triu", "2025.12", None),
+    ],
+)
+def test_first_closing(catalogue: Catalogue, gap_id: str, at: str, expected: str | None) -> None:
+    assert catalogue.first_closing(gap_id, at) == expected
+
+
+def test_first_closing_rejects_unknown_gap_and_bad_version(catalogue: Catalogue) -> None:
+    with pytest.raises(SpyreSimError, match=r"unknown gap id 'sin_cos'.*sin-cos"):
+        catalogue.first_closing("sin_cos", "2025.12")
+    with pytest.raises(SpyreSimError, match="not a version"):
+        catalogue.first_closing("sin-cos", "latest")
+
+
+def test_dtype_cast_op_lands_before_the_gap_closes(catalogue: Catalogue) -> None:
+    for name in ("2026.05", "2026.06"):
+        release = catalogue.release(name)
+        assert release.op_rule("aten._to_copy").decision is NATIVE
+        assert release.gap_state("dtype-cast") is X
+    assert not catalogue.release("2026.07").gap_open("dtype-cast")
+
+
+def test_overload_rule_beats_packet_rule(catalogue: Catalogue) -> None:
+    first = catalogue.release("2025.12")
+    assert first.op_rule("aten.max", "default").decision is NATIVE
+    dim = first.op_rule("aten.max", "dim")
+    assert (dim.decision, dim.gap) == (UNSUPPORTED, "argmax")
+    assert catalogue.release("2026.05").op_rule("aten.max", "dim").decision is FALLBACK
+    assert first.op_rule("aten.max", "other").gap == "max-ops"
+
+
+def test_unknown_op_is_unsupported_under_the_catch_all(catalogue: Catalogue) -> None:
+    rule = catalogue.newest.op_rule("aten.frobnicate", "default")
+    assert rule.decision is UNSUPPORTED
+    assert rule.gap == UNLOWERED_GAP
+    assert catalogue.gaps[UNLOWERED_GAP].nature is GapNature.TRANSITIONAL
+
+
+def test_gap_ops_are_known_ops(catalogue: Catalogue) -> None:
+    newest = catalogue.newest
+    for gap in catalogue.gaps.values():
+        unknown = [op for op in gap.ops if op not in newest.op_rules]
+        assert unknown == [], gap.id
+
+
+def test_release_lookup(catalogue: Catalogue) -> None:
+    assert catalogue.release("2026.05") is catalogue.release("2026.5")
+    assert "2026.05" in catalogue
+    with pytest.raises(SpyreSimError) as info:
+        catalogue.release("2026.04")
+    message = str(info.value)
+    assert "'2026.04'" in message
+    for name in RELEASES:
+        assert name in message
+
+
+def test_gap_state_of_unknown_gap_names_the_known_ones(catalogue: Catalogue) -> None:
+    with pytest.raises(SpyreSimError, match=r"unknown gap id 'nope'.*mem-pool"):
+        catalogue.newest.gap_state("nope")
+
+
+def test_release_is_frozen_and_hashable(catalogue: Catalogue) -> None:
+    release: Release = catalogue.newest
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        release.name = "x"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        release.op_rules["aten.sin"] = OpRule(NATIVE, None)  # type: ignore[index]
+    assert {release: 1}[catalogue.release("2026.09")] == 1
+    assert catalogue.release("2026.08") != release
