@@ -720,7 +720,7 @@ class _Reader:
 def _unknown_gap(gap_id: str, gaps: Mapping[str, Gap]) -> str:
     close = difflib.get_close_matches(gap_id, list(gaps), n=1)
     hint = f" (did you mean {_show(close[0])}?)" if close else ""
-    return f"unknown gap id{hint}; known gaps: {', '.join(sorted(gaps))}"
+    return f"unknown gap id{hint}; known gaps: {', '.join(sorted(gaps)) or '(none)'}"
 
 
 def _check_gap_refs(delta: _Delta, gaps: Mapping[str, Gap], problems: list[str]) -> None:
