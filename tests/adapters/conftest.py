@@ -29,7 +29,7 @@ GAPS: dict[str, tuple[str, str | None]] = {
     "offset-slice": ("transitional", "2026.06"),
     "dtype-cast": ("transitional", "2026.07"),
     "pow": ("transitional", "2026.03"),
-    "tril-triu": ("transitional", "2026.09"),
+    "tril-triu": ("transitional", None),  # tril stays a fallback
     "embedding": ("transitional", "2026.08"),
     "sdpa": ("transitional", "2026.03"),
     "sdpa-gqa": ("transitional", "2026.05"),

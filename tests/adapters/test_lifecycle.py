@@ -19,7 +19,7 @@ from spyre_adapters.errors import UnknownReleaseError
 
 from .conftest import RELEASES, FakeCatalogue
 
-A, P, R, RB, O, OD = (
+A, P, R, RB, OUT, OD = (
     Status.ACTIVE,
     Status.PERMANENT,
     Status.RETIRED,
@@ -108,7 +108,7 @@ def test_out_of_range_when_no_version_admits_the_release(
     only_old = Registry(catalogue)
     only_old.add(registry.get("alpha", "1.0"))
     row = Lifecycle(only_old, today=today).status_at("2026.05")[0]
-    assert row.status is O
+    assert row.status is OUT
     assert not row.applied
     assert row.reason == "stacks '<2026.05,>=2025.12' does not admit 2026.05"
     assert Lifecycle(only_old, today=today).resolve("2026.05") == []

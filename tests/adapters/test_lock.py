@@ -71,7 +71,7 @@ def test_write_read_round_trip_keeps_other_releases(registry: Registry, tmp_path
 def test_stale_when_resolution_changes(
     copied: tuple[Path, Registry], catalogue: FakeCatalogue
 ) -> None:
-    root, reg = copied
+    _root, reg = copied
     lock = pin(reg, "2026.05")
     # a new alpha version for 2026.05 and later, and beta no longer admits 2026.05
     newer = Registry(catalogue)

@@ -1,0 +1,31 @@
+"""The ``spyre-adapters`` command line.
+
+``main(argv) -> int`` runs it; subcommands are dispatched from a table
+(:data:`spyre_adapters.cli._main.SUBCOMMANDS`), one module per subcommand.
+
+Extension contract (for subcommands developed separately): for the names ``triage``, ``sweep``
+and ``new``, the CLI imports ``spyre_adapters.cli._<name>`` when it builds its parser (at each
+``main`` call, never at package import). When that module does not exist the subcommand is
+simply absent. When it exists it must expose:
+
+- ``add_parser(subparsers) -> None``: add one subparser named ``<name>`` to the
+  ``argparse`` subparsers object (use ``spyre_adapters.cli._output.add_output_options`` for
+  ``--format``/``-o``);
+- ``run(args: argparse.Namespace) -> int``: do the work and return an
+  :class:`ExitCode` value. Data goes to stdout through ``spyre_adapters.cli._output.emit``,
+  diagnostics to stderr (``diagnose``); the registry chosen by the global options is
+  ``spyre_adapters.cli._context.registry_for(args)``. Errors derived from
+  ``SpyreAdaptersError`` / ``SpyreSimError`` may propagate: ``main`` prints them and exits 3
+  (2 for unknown releases or adapters).
+
+``audit --verify`` calls ``spyre_adapters.verify.verify_retirable(report, release, registry)``
+(imported lazily) and exits 2 with "audit --verify is not yet available" while that module
+does not exist; see :mod:`spyre_adapters.cli._audit` for the verdicts it must return.
+"""
+
+from __future__ import annotations
+
+from spyre_adapters.cli._exitcodes import ExitCode
+from spyre_adapters.cli._main import main
+
+__all__ = ["ExitCode", "main"]

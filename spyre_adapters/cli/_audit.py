@@ -1,0 +1,182 @@
+"""``spyre-adapters audit``: every adapter's status at a release, as a CI gate.
+
+The report and its JSON schema are documented in :mod:`spyre_adapters.audit`. Exit status: 1
+when an adapter is overdue (or, with ``--strict``, retirable or retired), else 0. With
+``--from R1 --to R2`` the output is the diff between the two releases and the gate is judged at
+R2. ``--waivers FILE`` reads waivers (format in :mod:`spyre_adapters.waivers`), judged on
+``--today`` (default: the current date).
+
+``--verify`` calls ``spyre_adapters.verify.verify_retirable(report, release, registry)`` when
+that module is installed, and exits 2 ("audit --verify is not yet available") otherwise. The
+function receives the :class:`~spyre_adapters.audit.AuditReport`, the release object and the
+registry, and returns an iterable of verdicts with attributes ``adapter: str``,
+``verified: bool`` and ``detail: str`` (what still fails without the adapter); a retirable
+adapter whose verdict is not verified is a gate finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib
+import importlib.util
+from typing import Any
+
+from spyre_adapters.audit import AuditReport, audit, audit_diff
+from spyre_adapters.cli._context import registry_for
+from spyre_adapters.cli._exitcodes import ExitCode
+from spyre_adapters.cli._output import TableData, add_output_options, diagnose, emit
+from spyre_adapters.lifecycle import AdapterStatus, Lifecycle, Status
+from spyre_adapters.registry import Registry
+from spyre_adapters.waivers import Waiver, load_waivers
+
+__all__ = ["VERIFY_MODULE", "add_parser", "run"]
+
+VERIFY_MODULE = "spyre_adapters.verify"
+
+
+def _date(text: str) -> _dt.date:
+    try:
+        return _dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "audit",
+        help="every adapter's status at a release; exit 1 on gate findings",
+        description="Every adapter's status at a stack release (active, retirable, retired, "
+        "permanent, out-of-range, overdue), the release where each becomes retirable, and "
+        "the gate: overdue adapters fail it (and retirable/retired ones with --strict).",
+    )
+    parser.add_argument(
+        "--stack", metavar="R", help="release name or release TOML file (default: the newest)"
+    )
+    parser.add_argument("--from", dest="from_stack", metavar="R1", help="diff: from release R1")
+    parser.add_argument("--to", dest="to_stack", metavar="R2", help="diff: to release R2")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="retirable and retired scaffolding fail the gate too",
+    )
+    parser.add_argument("--waivers", metavar="FILE", help="waivers file (TOML)")
+    parser.add_argument(
+        "--today", type=_date, metavar="YYYY-MM-DD", help="judge waivers on this date"
+    )
+    parser.add_argument(
+        "--no-auto-retire",
+        dest="auto_retire",
+        action="store_false",
+        help="keep retirable scaffolding applied (status retirable instead of retired)",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="re-run retirable adapters' families without them to prove retirement",
+    )
+    add_output_options(parser)
+
+
+def _row(row: AdapterStatus) -> list[str]:
+    manifest = row.manifest
+    note = row.reason
+    return [
+        row.name,
+        str(row.version),
+        manifest.kind.value,
+        row.status.value,
+        ", ".join(row.open_gaps) or "-",
+        row.retirable_in or "never",
+        manifest.retire_by or "-",
+        note,
+    ]
+
+
+def _table(report: AuditReport) -> TableData:
+    counts = ", ".join(f"{n} {s}" for s, n in report.counts().items() if n)
+    return TableData(
+        f"Adapters at stack {report.release}",
+        ["adapter", "version", "kind", "status", "open gaps", "retirable in", "retire by", "why"],
+        [_row(r) for r in report.rows],
+        caption=counts or "no adapters installed",
+        status_column=3,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.from_stack is None) != (args.to_stack is None):
+        diagnose("error: --from and --to go together (a diff between two releases)")
+        return ExitCode.USAGE
+    if args.stack is not None and args.from_stack is not None:
+        diagnose("error: use either --stack R or --from R1 --to R2, not both")
+        return ExitCode.USAGE
+    if args.verify and importlib.util.find_spec(VERIFY_MODULE) is None:
+        diagnose(
+            "error: audit --verify is not yet available (module spyre_adapters.verify is not "
+            "installed); run audit without --verify"
+        )
+        return ExitCode.USAGE
+    registry = registry_for(args)
+    waivers: list[Waiver] = load_waivers(args.waivers) if args.waivers else []
+    options: dict[str, Any] = {
+        "waivers": waivers,
+        "today": args.today,
+        "auto_retire": args.auto_retire,
+        "strict": args.strict,
+    }
+    if args.from_stack is not None:
+        diff = audit_diff(registry, args.from_stack, args.to_stack, **options)
+        table = TableData(
+            f"Changes from stack {diff.before.release} to {diff.after.release}",
+            ["adapter", diff.before.release, diff.after.release],
+            caption=f"{len(diff.changes)} adapters change",
+        )
+        for change in diff.changes:
+            table.rows.append(
+                [
+                    change.name,
+                    _side(change.before),
+                    _side(change.after),
+                ]
+            )
+        emit(args, diff.to_json(), [table, _table(diff.after)])
+        report = diff.after
+    else:
+        report = audit(registry, args.stack, **options)
+        document = report.to_json()
+        failed_verdicts = 0
+        if args.verify:
+            failed_verdicts = _verify(report, registry, document)
+        emit(args, document, [_table(report)])
+        if failed_verdicts:
+            diagnose(f"{failed_verdicts} retirable adapter(s) failed verification")
+            return ExitCode.FINDINGS
+    findings = report.findings()
+    for finding in findings:
+        diagnose(finding.message)
+    if findings:
+        diagnose(f"gate failed at stack {report.release}: {len(findings)} finding(s)")
+        return ExitCode.FINDINGS
+    return ExitCode.OK
+
+
+def _side(row: AdapterStatus | None) -> str:
+    return "-" if row is None else f"{row.version} {row.status.value}"
+
+
+def _verify(report: AuditReport, registry: Registry, document: dict[str, Any]) -> int:
+    module = importlib.import_module(VERIFY_MODULE)
+    release = Lifecycle(registry).release(report.release)
+    verdicts = list(module.verify_retirable(report, release, registry))
+    document["verification"] = [
+        {"adapter": v.adapter, "verified": bool(v.verified), "detail": str(v.detail)}
+        for v in verdicts
+    ]
+    retirable = {
+        row.name for row in report.rows if row.status in (Status.RETIRABLE, Status.RETIRED)
+    }
+    failed = [v for v in verdicts if v.adapter in retirable and not v.verified]
+    for verdict in failed:
+        diagnose(f"{verdict.adapter} is not verified retirable: {verdict.detail}")
+    return len(failed)

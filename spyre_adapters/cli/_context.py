@@ -1,0 +1,56 @@
+"""What subcommands share: the registry and catalogue chosen by the global options.
+
+Global options (before the subcommand): ``--manifests DIR`` (repeatable) registers the manifests
+under DIR (``<name>/<version>.toml``) as an extra plugin named ``dir:DIR``, next to the installed
+plugins; ``SPYRE_ADAPTERS_DISABLE=builtin`` leaves only those. Extension subcommands call
+:func:`registry_for` with their parsed arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from spyre_adapters.hookspecs import hookimpl
+from spyre_adapters.registry import Registry, build_registry
+from spyre_adapters.stacks import CatalogueLike, default_catalogue
+
+__all__ = ["add_global_options", "catalogue_for", "registry_for"]
+
+
+class _DirectoryPlugin:
+    """A plugin registering the manifests of one folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.__name__ = f"dir:{root}"
+
+    @hookimpl
+    def spyre_adapters_register(self, registry: Registry) -> None:
+        registry.load_directory(self.root)
+
+
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--manifests",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="also register the manifests under DIR (<name>/<version>.toml); repeatable",
+    )
+
+
+def catalogue_for(args: argparse.Namespace) -> CatalogueLike:
+    """The stack catalogue (the built-in one)."""
+    return default_catalogue()
+
+
+def registry_for(args: argparse.Namespace) -> Registry:
+    """The registry of installed plugins plus ``--manifests`` folders (built once per run)."""
+    cached = getattr(args, "_registry", None)
+    if isinstance(cached, Registry):
+        return cached
+    plugins = [_DirectoryPlugin(Path(d)) for d in getattr(args, "manifests", [])]
+    registry = build_registry(catalogue_for(args), plugins=plugins)
+    args._registry = registry
+    return registry

@@ -1,0 +1,142 @@
+"""Output of the CLI: one data model of tables, rendered as rich tables, markdown or JSON.
+
+Data goes to stdout (or to ``-o FILE``), diagnostics to stderr. Rich tables honour ``NO_COLOR``
+and use a fixed width (120 columns) and no colour when stdout is not a terminal, so output in
+tests and CI logs is stable. Subcommand modules (built-in or extension) call
+:func:`add_output_options` on their parser and :func:`emit` with their JSON document and tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["FORMATS", "TableData", "add_output_options", "diagnose", "emit", "make_console"]
+
+FORMATS = ("table", "json", "markdown")
+_WIDTH = 120
+_STATUS_STYLES = {
+    "active": "yellow",
+    "permanent": "cyan",
+    "retirable": "green",
+    "retired": "dim green",
+    "out-of-range": "dim",
+    "overdue": "bold red",
+    "stale": "yellow",
+    "tampered": "bold red",
+}
+
+
+@dataclass
+class TableData:
+    """A table: title, column names, rows of strings; ``status_column`` is coloured."""
+
+    title: str
+    columns: Sequence[str]
+    rows: list[list[str]] = field(default_factory=list)
+    caption: str = ""
+    status_column: int | None = None
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--format table|json|markdown`` and ``-o/--output FILE``."""
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table for people (default), json for machines (documented schema), markdown",
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write the data to FILE instead of stdout"
+    )
+
+
+def make_console(file: TextIO) -> Console:
+    """A console on ``file``: colour only on a terminal and without ``NO_COLOR``; fixed width
+    when not a terminal."""
+    tty = file.isatty()
+    return Console(
+        file=file,
+        width=None if tty else _WIDTH,
+        color_system="auto" if tty else None,
+        no_color=bool(os.environ.get("NO_COLOR")),
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
+    )
+
+
+def _rich(table: TableData) -> Table:
+    rich_table = Table(title=table.title, caption=table.caption or None, title_justify="left")
+    for column in table.columns:
+        rich_table.add_column(column, overflow="fold")
+    for row in table.rows:
+        cells: list[Text | str] = list(row)
+        if table.status_column is not None:
+            value = row[table.status_column]
+            cells[table.status_column] = Text(value, style=_STATUS_STYLES.get(value, ""))
+        rich_table.add_row(*cells)
+    return rich_table
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown(tables: Sequence[TableData]) -> str:
+    parts = []
+    for table in tables:
+        lines = [f"### {table.title}", ""]
+        lines.append("| " + " | ".join(_cell(c) for c in table.columns) + " |")
+        lines.append("|" + "|".join("---" for _ in table.columns) + "|")
+        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in table.rows]
+        if table.caption:
+            lines += ["", table.caption]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def _plain(tables: Sequence[TableData]) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=_WIDTH, color_system=None, highlight=False, emoji=False)
+    for table in tables:
+        console.print(_rich(table))
+    return buffer.getvalue()
+
+
+def emit(args: argparse.Namespace, document: dict[str, Any], tables: Sequence[TableData]) -> None:
+    """Write the data in the format asked for, to ``-o FILE`` or stdout."""
+    fmt = getattr(args, "format", "table")
+    output = getattr(args, "output", None)
+    if fmt == "json":
+        text: str | None = json.dumps(document, indent=2) + "\n"
+    elif fmt == "markdown":
+        text = _markdown(tables)
+    else:
+        text = None
+    if output:
+        Path(output).write_text(text if text is not None else _plain(tables), encoding="utf-8")
+        diagnose(f"wrote {output}")
+        return
+    if text is not None:
+        sys.stdout.write(text)
+        return
+    console = make_console(sys.stdout)
+    for table in tables:
+        console.print(_rich(table))
+
+
+def diagnose(message: str) -> None:
+    """A diagnostic line on stderr."""
+    print(f"spyre-adapters: {message}", file=sys.stderr)
