@@ -6,6 +6,7 @@ registry is built (:func:`build_registry`, or on the first :func:`prepare` witho
 
 from __future__ import annotations
 
+from spyre_adapters.audit import AuditDiff, AuditFinding, AuditReport, audit_diff, audit_release
 from spyre_adapters.errors import (
     AdapterApplyError,
     AlreadyPreparedError,
@@ -33,7 +34,7 @@ from spyre_adapters.lock import (
     write_lock,
 )
 from spyre_adapters.manifest import AdapterKind, Manifest, load_manifest, load_manifests
-from spyre_adapters.prepare import (
+from spyre_adapters.preparation import (
     AppliedAdapter,
     Prepared,
     applied,
@@ -51,6 +52,9 @@ __all__ = [
     "AdapterApplyError",
     "AdapterKind",
     "AdapterStatus",
+    "AuditDiff",
+    "AuditFinding",
+    "AuditReport",
     "AlreadyPreparedError",
     "AppliedAdapter",
     "DuplicateAdapterError",
@@ -74,6 +78,8 @@ __all__ = [
     "Waiver",
     "WaiverError",
     "applied",
+    "audit_diff",
+    "audit_release",
     "build_registry",
     "check_lock",
     "default_registry",

@@ -1,7 +1,7 @@
 """Audit reports: every adapter's status at a release, the gate findings, and the JSON schema.
 
 An :class:`AuditReport` is what ``spyre-adapters audit`` prints and what
-``spyre_adapters.verify.verify_retirable`` receives. Gate findings:
+``spyre_adapters.verify.verify_retirable`` receives; build one with :func:`audit_release`. Gate findings:
 
 - ``overdue`` adapters always fail the gate;
 - with ``strict``, so do scaffolding adapters whose every gap is closed at the release
@@ -62,8 +62,8 @@ __all__ = [
     "AUDIT_SCHEMA_VERSION",
     "AuditDiff",
     "AuditReport",
-    "Finding",
-    "audit",
+    "AuditFinding",
+    "audit_release",
     "audit_diff",
 ]
 
@@ -71,7 +71,7 @@ AUDIT_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
-class Finding:
+class AuditFinding:
     """An adapter that fails the audit gate, and why."""
 
     adapter: str
@@ -90,13 +90,13 @@ class AuditReport:
     today: _dt.date
     sources: tuple[str, ...]
 
-    def findings(self) -> list[Finding]:
+    def findings(self) -> list[AuditFinding]:
         """The rows that fail the gate, in row order."""
         found = []
         for row in self.rows:
             if row.status is Status.OVERDUE:
                 found.append(
-                    Finding(
+                    AuditFinding(
                         row.name,
                         row.status,
                         f"{row.name} {row.version} is overdue at {self.release}: {row.reason}; "
@@ -105,7 +105,7 @@ class AuditReport:
                 )
             elif self.strict and row.status in (Status.RETIRABLE, Status.RETIRED):
                 found.append(
-                    Finding(
+                    AuditFinding(
                         row.name,
                         row.status,
                         f"{row.name} {row.version} is {row.status.value} at {self.release} "
@@ -200,7 +200,7 @@ class AuditDiff:
         }
 
 
-def audit(
+def audit_release(
     registry: Registry,
     stack: str | os.PathLike[str] | ReleaseLike | None = None,
     *,
@@ -236,10 +236,10 @@ def audit_diff(
 ) -> AuditDiff:
     """Audit two releases and list what changed between them."""
     waivers = tuple(waivers)
-    old = audit(
+    old = audit_release(
         registry, before, waivers=waivers, today=today, auto_retire=auto_retire, strict=strict
     )
-    new = audit(
+    new = audit_release(
         registry, after, waivers=waivers, today=today, auto_retire=auto_retire, strict=strict
     )
     by_name_old = {r.name: r for r in old.rows}

@@ -82,6 +82,12 @@ class AdapterStatus:
         """Whether ``prepare`` applies this adapter at ``release``."""
         return self.status.applied
 
+    @property
+    def retirable(self) -> bool:
+        """Scaffolding whose every gap is closed at ``release``: status ``retirable`` (kept)
+        or ``retired`` (auto-retired)."""
+        return self.status in (Status.RETIRABLE, Status.RETIRED)
+
 
 @dataclass(frozen=True)
 class StatusChange:

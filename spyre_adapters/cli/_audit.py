@@ -22,7 +22,7 @@ import importlib
 import importlib.util
 from typing import Any
 
-from spyre_adapters.audit import AuditReport, audit, audit_diff
+from spyre_adapters.audit import AuditReport, audit_diff, audit_release
 from spyre_adapters.cli._context import registry_for
 from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import TableData, add_output_options, diagnose, emit
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         emit(args, diff.to_json(), [table, _table(diff.after)])
         report = diff.after
     else:
-        report = audit(registry, args.stack, **options)
+        report = audit_release(registry, args.stack, **options)
         document = report.to_json()
         failed_verdicts = 0
         if args.verify:
