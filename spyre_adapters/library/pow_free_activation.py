@@ -43,7 +43,7 @@ def _gelu_tanh_python(self: nn.Module, input: torch.Tensor) -> torch.Tensor:
 
 
 def _gelu_accurate(self: nn.Module, input: torch.Tensor) -> torch.Tensor:
-    constant = self.precomputed_constant
+    constant = float(getattr(self, "precomputed_constant", _SQRT_2_OVER_PI))
     return 0.5 * input * (1 + torch.tanh(constant * (input + 0.044715 * (input * input * input))))
 
 
