@@ -372,7 +372,11 @@ def resolve_stack(spec: str | os.PathLike[str] | Release) -> Release:
         return spec
     catalogue = builtin_catalogue()
     if isinstance(spec, str) and not _looks_like_path(spec):
-        return catalogue.release(spec)
+        try:
+            return catalogue.release(spec)
+        except SpyreSimError:
+            if not os.path.isfile(spec):
+                raise
     return _load_user_release_cached(os.fspath(spec))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,11 @@ from spyre_sim.catalogue import (
     builtin_catalogue,
 )
 from spyre_sim.errors import SpyreSimError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 RELEASES = ("2025.12", "2026.02", "2026.03", "2026.05", "2026.06", "2026.07", "2026.08", "2026.09")
 DATA = Path(__file__).resolve().parents[1] / "data" / "releases"
@@ -45,6 +51,7 @@ TIMELINES: dict[str, tuple[GapState, ...]] = {
     "conv2d": (X, X, X, X, C, C, C, C),
     "masked-scatter": (X, X, X, X, X, X, C, C),
     "layernorm-nan": (M, M, M, M, M, M, M, M),
+    "sdpa-strided": (M, M, M, M, M, C, C, C),
     "mem-pool": (C, C, C, C, C, C, M, C),
     "stick-align": (X, X, X, X, X, X, X, X),
     "sub-stick-head": (X, X, X, X, X, X, X, X),
@@ -445,3 +452,15 @@ def test_release_is_frozen_and_hashable(catalogue: Catalogue) -> None:
         release.op_rules["aten.sin"] = OpRule(NATIVE, None)  # type: ignore[index]
     assert {release: 1}[catalogue.release("2026.09")] == 1
     assert catalogue.release("2026.08") != release
+
+
+def test_release_files_are_deltas_that_change_something(catalogue: Catalogue) -> None:
+    for release in catalogue.releases[1:]:
+        assert release.base is not None
+        base = catalogue.release(release.base)
+        raw = tomllib.loads(Path(release.source).read_text())
+        for op in raw.get("ops", {}):
+            before, after = base.op_rule(op), release.op_rules[op]
+            assert (before.decision, before.gap) != (after.decision, after.gap), (release.name, op)
+        for gap_id in raw.get("gaps", {}):
+            assert base.gap_states[gap_id] is not release.gap_states[gap_id], (release.name, gap_id)

@@ -315,3 +315,11 @@ def test_directory_gaps_file_is_validated(tmp_path: Path) -> None:
         f'{gaps}: gaps: the catch-all gap "unlowered-op" must be defined (got nothing)',
         f'{tmp_path / "1.0.toml"}: gaps.x: unknown gap id; known gaps: (none) (got "x")',
     ]
+
+
+def test_resolve_stack_accepts_a_file_name_without_suffix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(DATA / "whatif-2026.11.toml", tmp_path / "whatif")
+    monkeypatch.chdir(tmp_path)
+    assert resolve_stack("whatif").name == "2026.11"
