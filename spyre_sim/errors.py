@@ -11,6 +11,9 @@ from collections.abc import Sequence
 __all__ = [
     "CatalogueError",
     "InferenceOnlyError",
+    "SpyreDowncastWarning",
+    "SpyreFallbackWarning",
+    "SpyreSimWarning",
     "SpyreLayoutError",
     "SpyreLoweringError",
     "SpyreSimError",
@@ -77,9 +80,7 @@ class SpyreLoweringError(SpyreSimError, RuntimeError):
         return "lasting" if self.lasting else "still open"
 
     def __str__(self) -> str:
-        sig = ", ".join(
-            f"{d}{list(s)}" for d, s in zip(self.dtypes, self.shapes, strict=False)
-        )
+        sig = ", ".join(f"{d}{list(s)}" for d, s in zip(self.dtypes, self.shapes, strict=False))
         where = f"; in {self.module_path}" if self.module_path else ""
         text = (
             f"{self.op}({sig}) is not lowered by stack {self.release}: {self.reason} "
@@ -107,3 +108,19 @@ class CatalogueError(SpyreSimError, ValueError):
         count = len(self.problems)
         head = f"{count} problem{'s' if count != 1 else ''} in stack-release data"
         super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class SpyreSimWarning(UserWarning):
+    """Base class of the warnings of :mod:`spyre_sim` (filter them all with this class)."""
+
+
+class SpyreFallbackWarning(SpyreSimWarning):
+    """An op ran on the host as a cpu-fallback: ``"<op> is falling back to cpu"``, once per op
+    per process, like the real stack. Suites running with warnings as errors filter it, e.g.
+    ``filterwarnings = ["ignore::spyre_sim.SpyreFallbackWarning"]``; telemetry counts every
+    fallback either way."""
+
+
+class SpyreDowncastWarning(SpyreSimWarning):
+    """A float32/float64 tensor was stored as float16, or an int64 tensor as int32 (the device
+    stores neither): once per process for each kind of conversion."""

@@ -1,0 +1,112 @@
+"""The backend module PyTorch exposes as ``torch.spyre`` once the device is registered.
+
+``torch.spyre.is_available()``, ``device_count()``, ``current_device()``,
+``memory_allocated()`` (bytes of the storages behind live ``spyre`` tensors, each storage
+counted once), ``max_memory_allocated()``, ``reset_peak_memory_stats()``, ``memory_stats()``,
+``synchronize()``, ``empty_cache()``, ``manual_seed(_all)``. There is one device, index 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from spyre_sim import _tensor
+
+__all__ = [
+    "current_device",
+    "device_count",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "memory_allocated",
+    "memory_stats",
+    "reset_peak_memory_stats",
+    "set_device",
+    "synchronize",
+]
+
+_peak = 0
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def device_count() -> int:
+    return 1
+
+
+def current_device() -> int:
+    return 0
+
+
+def set_device(device: Any) -> None:
+    index = torch.device(device).index if not isinstance(device, int) else device
+    if index not in (None, 0):
+        raise ValueError(f"the emulated spyre device has only index 0 (got {device!r})")
+
+
+def synchronize(device: Any = None) -> None:
+    """Nothing to wait for: the emulated device runs eagerly on the host."""
+
+
+def empty_cache() -> None:
+    """No caching allocator: storages are freed with their last tensor."""
+
+
+def memory_allocated(device: Any = None) -> int:
+    """Bytes held by live ``spyre`` tensors (shared storages counted once)."""
+    global _peak
+    now = _tensor.memory_allocated()
+    _peak = max(_peak, now)
+    return now
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    """Peak of :func:`memory_allocated` as observed by calls to it (no allocator hooks)."""
+    memory_allocated()
+    return _peak
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    global _peak
+    _peak = _tensor.memory_allocated()
+
+
+def memory_stats(device: Any = None) -> dict[str, int]:
+    return {
+        "allocated_bytes.all.current": memory_allocated(),
+        "allocated_bytes.all.peak": _peak,
+    }
+
+
+def manual_seed(seed: int) -> None:
+    """Random numbers are drawn on the host (cpu-fallback): seeds the host generator."""
+    torch.manual_seed(seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    torch.manual_seed(seed)
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported() -> bool:
+    return True
+
+
+def _is_in_bad_fork() -> bool:
+    return False

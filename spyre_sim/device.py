@@ -1,0 +1,94 @@
+"""Registration of the ``spyre`` device: a pure-Python PrivateUse1 backend.
+
+:func:`register` (called by ``import spyre_sim``; idempotent):
+
+- renames PrivateUse1 to ``spyre`` and installs PyTorch's Python-backend hooks and device guard
+  (``torch.utils.backend_registration._setup_privateuseone_for_python_backend``) with
+  :mod:`spyre_sim.backend` as ``torch.spyre``;
+- registers PrivateUse1 kernels for the ops every factory and transfer ends in
+  (``empty.memory_format``, ``empty_strided``, ``_copy_from``, ``_copy_from_and_resize``),
+  a fallthrough for ``AutocastPrivateUse1``, and an ``AutogradPrivateUse1`` kernel for
+  ``scaled_dot_product_attention`` so that the device sees SDPA whole (to judge gaps ``sdpa``
+  and ``sdpa-gqa``) instead of its decomposition;
+- installs the module-path hooks of :mod:`spyre_sim._modules`.
+
+The ``torch.library.Library`` objects are kept referenced here: a collected one silently
+unregisters its kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from spyre_sim import _modules, _tensor, backend
+
+__all__ = ["register"]
+
+_libraries: list[torch.library.Library] = []
+
+
+def _empty_memory_format(
+    size: Any,
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    memory_format: torch.memory_format | None = None,
+) -> torch.Tensor:
+    dtype = _tensor.storage_dtype(dtype or torch.get_default_dtype())
+    host = torch.empty(size, dtype=dtype, memory_format=memory_format or torch.contiguous_format)
+    return _tensor._wrap(host)
+
+
+def _empty_strided(
+    size: Any,
+    stride: Any,
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> torch.Tensor:
+    dtype = _tensor.storage_dtype(dtype or torch.get_default_dtype())
+    return _tensor._wrap(torch.empty_strided(size, stride, dtype=dtype))
+
+
+def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    return _tensor._copy_from(src, dst, resize=False)  # type: ignore[no-any-return]
+
+
+def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    return _tensor._copy_from(src, dst, resize=True)  # type: ignore[no-any-return]
+
+
+def _sdpa_whole(*args: Any, **kwargs: Any) -> Any:
+    # Below autograd, the Python key hands the op itself to SpyreTensor.__torch_dispatch__.
+    with torch._C._AutoDispatchBelowAutograd():
+        return torch.ops.aten.scaled_dot_product_attention.default(*args, **kwargs)
+
+
+def register() -> None:
+    """Register the ``spyre`` device with PyTorch (idempotent)."""
+    if _libraries:
+        return
+    if torch._C._get_privateuse1_backend_name() not in ("privateuseone", "spyre"):
+        raise RuntimeError(
+            "PrivateUse1 is already registered as "
+            f"{torch._C._get_privateuse1_backend_name()!r}; spyre_sim needs it for 'spyre'"
+        )
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+    if getattr(torch, "spyre", None) is None:
+        _setup_privateuseone_for_python_backend("spyre", backend_module=backend)
+    _tensor.DEVICE = torch.device("spyre", 0)
+    aten = torch.library.Library("aten", "IMPL")
+    aten.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
+    aten.impl("empty_strided", _empty_strided, "PrivateUse1")
+    aten.impl("_copy_from", _copy_from, "PrivateUse1")
+    aten.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
+    aten.impl("scaled_dot_product_attention", _sdpa_whole, "AutogradPrivateUse1")
+    autocast = torch.library.Library("_", "IMPL")
+    autocast.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    _libraries.extend([aten, autocast])
+    _modules.install()

@@ -1,0 +1,129 @@
+"""Deterministic reproductions of the device's documented miscompiles.
+
+A miscompile compiles and runs but returns wrong numbers with no error (SPYRE.md section 4).
+Each reproduction here is keyed by its gap id and the ATen packet it acts on; the device applies
+it when the catalogue says the gap is ``miscompiled`` at the active release (or an op rule's
+decision is ``miscompiled`` for that gap), and records it in telemetry with the module path.
+
+- ``rotate-half`` (:func:`rotate_half_concat`): approximates the stock slice + neg + cat RoPE
+  (``cat([-x[..., d/2:], x[..., :d/2]], -1)``) in fp16. The device recognises the pattern at
+  the ``cat``: two same-shape fp16 halves of one tensor's last dim, the first produced by
+  ``neg`` of the second half. Its wrong result is ``cat([x2, -x1])`` (the negation lands on the
+  other half), i.e. ``-rotate_half(x)``: RoPE then rotates by minus the angle. The real
+  miscompile's error (max 5.2) has the same scale: twice the rotated values.
+- ``layernorm-nan`` (:func:`layer_norm_nan`): ``native_layer_norm`` returns NaN rows for
+  near-constant rows: rows whose biased variance is below :data:`NEAR_CONSTANT_VARIANCE`.
+- ``indexed-dim`` (:func:`indexed_dim_rows`): ``index_select`` along a dim that is not the
+  outermost returns the selected rows in reverse order ("rows silently wrong").
+- any other gap whose op rule says ``miscompiled`` (:func:`generic_corruption`): the first
+  stick (64 elements) of the result reads as zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = [
+    "NEAR_CONSTANT_VARIANCE",
+    "Miscompile",
+    "generic_corruption",
+    "indexed_dim_rows",
+    "layer_norm_nan",
+    "miscompiles_for",
+    "rotate_half_concat",
+]
+
+NEAR_CONSTANT_VARIANCE = 1e-6
+"""A LayerNorm row whose biased variance is below this counts as near-constant."""
+
+NEG_SOURCE_ATTR = "_spyre_neg_source"
+"""Attribute set on the output wrapper of ``neg`` (while ``rotate-half`` is miscompiled): the
+host tensor that was negated. Read at ``cat`` to recognise the rotate_half pattern."""
+
+# apply(wrapped args, kwargs, host result) -> wrong host result, or None if the pattern is absent
+Apply = Callable[[Sequence[Any], dict[str, Any], Any], Any]
+
+
+@dataclass(frozen=True)
+class Miscompile:
+    gap: str
+    packet: str
+    apply: Apply
+
+
+_BY_PACKET: dict[str, list[Miscompile]] = {}
+
+
+def _register(gap: str, packet: str) -> Callable[[Apply], Apply]:
+    def add(fn: Apply) -> Apply:
+        _BY_PACKET.setdefault(packet, []).append(Miscompile(gap, packet, fn))
+        return fn
+
+    return add
+
+
+def miscompiles_for(packet: str) -> tuple[Miscompile, ...]:
+    """Reproductions registered for an ATen packet."""
+    return tuple(_BY_PACKET.get(packet, ()))
+
+
+def _host(t: Any) -> Any:
+    return getattr(t, "_host", t)
+
+
+@_register("rotate-half", "aten.cat")
+def rotate_half_concat(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """``cat([-x2, x1], -1)`` of two fp16 halves of one tensor returns ``cat([x2, -x1], -1)``."""
+    tensors = args[0] if args else kwargs.get("tensors", ())
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if len(tensors) != 2:
+        return None
+    neg, x1 = tensors
+    x2 = getattr(neg, NEG_SOURCE_ATTR, None)
+    h1 = _host(x1)
+    if x2 is None or not isinstance(h1, torch.Tensor) or h1.dtype is not torch.float16:
+        return None
+    if h1.dim() == 0 or dim % h1.dim() != h1.dim() - 1 or x2.shape != h1.shape:
+        return None
+    if x2.untyped_storage().data_ptr() != h1.untyped_storage().data_ptr():
+        return None  # not two halves of one tensor
+    return torch.cat([x2, -h1], dim=-1)
+
+
+@_register("layernorm-nan", "aten.native_layer_norm")
+def layer_norm_nan(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """Rows with variance below :data:`NEAR_CONSTANT_VARIANCE` come back as NaN."""
+    result, mean, rstd = out
+    eps = args[4] if len(args) > 4 else kwargs.get("eps", 1e-5)
+    threshold = (NEAR_CONSTANT_VARIANCE + float(eps)) ** -0.5
+    rows = rstd > threshold
+    if not bool(rows.any()):
+        return None
+    result = result.masked_fill(rows, float("nan"))
+    return (result, mean, rstd)
+
+
+@_register("indexed-dim", "aten.index_select")
+def indexed_dim_rows(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """``index_select`` along a non-outermost dim returns the rows reversed."""
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if not isinstance(out, torch.Tensor) or out.dim() == 0 or dim % out.dim() == 0:
+        return None
+    return out.flip(dim)
+
+
+def generic_corruption(out: Any) -> Any:
+    """The first stick of the (first) result reads as zero; ``None`` if there is nothing to
+    corrupt."""
+    first = out[0] if isinstance(out, (tuple, list)) else out
+    if not isinstance(first, torch.Tensor) or first.numel() == 0 or first.is_complex():
+        return None
+    wrong = first.clone()
+    wrong.view(-1)[:64] = 0
+    if isinstance(out, (tuple, list)):
+        return type(out)([wrong, *out[1:]])
+    return wrong

@@ -1,0 +1,160 @@
+"""DL16 numerics of the emulated device.
+
+The device stores float16 tensors as **DL16** (DLFloat16): 1 sign bit, 6 exponent bits with
+bias 31, 9 fraction bits, no subnormals, no infinity. This module holds the format, an exact
+encoder/decoder (used by tests and docs), and the fast rounding the device applies to fp16
+host tensors wherever it would store a value.
+
+Format decisions (each a documented choice; SPYRE.md only fixes the field widths):
+
+- exponent code 0 with fraction 0 is zero; exponent code 0 is otherwise unused (no
+  subnormals), so the smallest normal is ``2**-30`` (bits ``0x0200``);
+- the all-ones pattern (``0x7FFF``/``0xFFFF``) is the single NaN; the largest finite value is
+  ``(2 - 2**-8) * 2**32 = 8_573_157_376`` (bits ``0x7FFE``), "about 8.6e9";
+- finite values beyond it saturate to it; **infinities** become ``0x6FFF``/``0xEFFF``
+  (``(2 - 2**-9) * 2**24 = 33_521_664``, "about 3.35e7", as SPYRE.md reports for ``-inf``):
+  a conversion rule of its own, *not* the saturation value;
+- rounding is round-to-nearest with ties :data:`TIE_RULE` (``"away-from-zero"``, the
+  "round-nearest-up" of the DLFloat paper's simplified rounding).
+
+Emulation on a float16 host tensor (the host tensor stays fp16): values are restricted to the
+DL16-representable fp16 values. Every fp16 normal with an odd last fraction bit is exactly a
+tie between two DL16 neighbours and goes away from zero; fp16 subnormals have at most 10
+significant bits and are all DL16 normals, so they are kept. DL16 reaches far beyond the fp16
+range, which the host cannot hold: every DL16 value above 65504 in magnitude (a saturated
+result, an infinity's 3.35e7, 65504 itself, which rounds up to 65536) is **held as +-65472**
+(``0x7BFE``), the largest DL16 value fp16 can represent. So a ``-inf`` attention mask becomes
+the finite -65472 on the device, as it becomes a finite -3.35e7 on the real card (gap
+``no-inf``): a fully masked row softmaxes to uniform instead of NaN. NaN stays NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = [
+    "DL16_BIAS",
+    "DL16_EXPONENT_BITS",
+    "DL16_FRACTION_BITS",
+    "DL16_HOST_MAX",
+    "DL16_INF_BITS",
+    "DL16_MAX",
+    "DL16_MAX_BITS",
+    "DL16_MIN_NORMAL",
+    "DL16_NAN_BITS",
+    "TIE_RULE",
+    "dl16_decode",
+    "dl16_encode",
+    "dl16_host_value",
+    "round_to_dl16",
+    "round_to_dl16_",
+]
+
+DL16_EXPONENT_BITS = 6
+DL16_FRACTION_BITS = 9
+DL16_BIAS = 31
+TIE_RULE = "away-from-zero"
+"""The single tie rule of the device's round-to-nearest: a tie goes to the larger magnitude."""
+
+DL16_NAN_BITS = 0x7FFF
+DL16_MAX_BITS = 0x7FFE
+DL16_INF_BITS = 0x6FFF
+"""Bits (without sign) that an infinity converts to: 33,521,664. ``-inf`` is ``0xEFFF``."""
+DL16_MAX = (2.0 - 2.0**-8) * 2.0**32
+DL16_MIN_NORMAL = 2.0**-30
+DL16_HOST_MAX = 65472.0
+"""Largest DL16 value a float16 host tensor can hold; larger DL16 magnitudes are held as it."""
+
+_FRAC_ONE = 1 << DL16_FRACTION_BITS
+_MAX_EXP_CODE = (1 << DL16_EXPONENT_BITS) - 1
+
+
+def _encode_one(x: float) -> int:
+    if math.isnan(x):
+        return DL16_NAN_BITS
+    sign = 0x8000 if math.copysign(1.0, x) < 0 else 0
+    a = abs(x)
+    if math.isinf(a):
+        return sign | DL16_INF_BITS
+    if a == 0.0:
+        return sign
+    mant, exp = math.frexp(a)  # a = mant * 2**exp, mant in [0.5, 1)
+    e = exp - 1  # a = (2*mant) * 2**e, 2*mant in [1, 2)
+    scaled = (2.0 * mant - 1.0) * _FRAC_ONE  # fraction in units of 2**-9, exact in float64
+    frac = math.floor(scaled)
+    if scaled - frac >= 0.5:  # ties away from zero
+        frac += 1
+    if frac == _FRAC_ONE:
+        frac = 0
+        e += 1
+    code = e + DL16_BIAS
+    if code <= 0:
+        # Below the smallest normal: round to zero or to 2**-30 (no subnormals).
+        return sign | (0x0200 if a >= DL16_MIN_NORMAL / 2 else 0)
+    if code > _MAX_EXP_CODE or (code == _MAX_EXP_CODE and frac > 0x1FE):
+        return sign | DL16_MAX_BITS  # saturate
+    return sign | (code << DL16_FRACTION_BITS) | frac
+
+
+def dl16_encode(values: torch.Tensor) -> torch.Tensor:
+    """Exact DL16 bit patterns (``int32`` in ``[0, 0xFFFF]``) of any float tensor's values."""
+    flat = values.detach().to("cpu", torch.float64).reshape(-1).tolist()
+    bits = [_encode_one(float(v)) for v in flat]
+    return torch.tensor(bits, dtype=torch.int32).reshape(values.shape)
+
+
+def _decode_one(bits: int) -> float:
+    sign = -1.0 if bits & 0x8000 else 1.0
+    mag = bits & 0x7FFF
+    if mag == DL16_NAN_BITS:
+        return math.nan
+    code = mag >> DL16_FRACTION_BITS
+    frac = mag & (_FRAC_ONE - 1)
+    if code == 0:
+        return sign * 0.0
+    return sign * (1.0 + frac / _FRAC_ONE) * 2.0 ** (code - DL16_BIAS)
+
+
+def dl16_decode(bits: torch.Tensor) -> torch.Tensor:
+    """Values (``float64``) of DL16 bit patterns given as an integer tensor."""
+    flat = [int(b) & 0xFFFF for b in bits.reshape(-1).tolist()]
+    return torch.tensor([_decode_one(b) for b in flat], dtype=torch.float64).reshape(bits.shape)
+
+
+def round_to_dl16_(values: torch.Tensor) -> torch.Tensor:
+    """Round a float16 tensor to the DL16-representable set **in place**; returns it.
+
+    Seven elementwise kernels on the ``int16`` view, six of them in place (no lookup table:
+    gathers are slower than this on the CPU):
+
+    1. ``v = bits & 0x7C00`` (exponent field), ``v += 0x400`` (exponent 31 wraps negative),
+       ``v = v > 0x400``: 1 for finite normals, 0 for zero, subnormals, inf and NaN;
+    2. ``bits += v`` then ``bits &= ~v``: adds half a DL16 ulp and truncates, i.e. rounds the
+       dropped last fp16 fraction bit (always a tie) away from zero; carries into the exponent
+       are correct because the pattern is sign-magnitude;
+    3. clamp to +-65472: infinities and 65504 (which rounds to 65536) are held as the largest
+       DL16 value fp16 can represent. NaN passes through ``clamp`` unchanged.
+    """
+    bits = values.view(torch.int16)
+    v = torch.bitwise_and(bits, 0x7C00)
+    v.add_(0x400)
+    v.gt_(0x400)
+    bits.add_(v)
+    bits.bitwise_and_(v.bitwise_not_())
+    values.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
+    return values
+
+
+def round_to_dl16(values: torch.Tensor) -> torch.Tensor:
+    """A new float16 tensor holding the DL16 rounding of a float16 tensor's values."""
+    return round_to_dl16_(values.clone())
+
+
+def dl16_host_value(values: torch.Tensor) -> torch.Tensor:
+    """Reference (slow, exact) of what the device holds for float16 values: DL16 encode, then
+    decode, then hold magnitudes above fp16's range as +-65472. Used by tests."""
+    decoded = dl16_decode(dl16_encode(values))
+    held = decoded.clamp(-DL16_HOST_MAX, DL16_HOST_MAX)
+    return held.to(torch.float16)
