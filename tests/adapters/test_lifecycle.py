@@ -17,7 +17,7 @@ from packaging.version import Version
 from spyre_adapters import Lifecycle, Registry, Status, Waiver, WaiverError, load_waivers, status_at
 from spyre_adapters.errors import UnknownReleaseError
 
-from .conftest import RELEASES, FakeCatalogue
+from .conftest import DATA, RELEASES, FakeCatalogue
 
 A, P, R, RB, OUT, OD = (
     Status.ACTIVE,
@@ -197,3 +197,25 @@ def test_broken_waivers_file_reports_every_problem(tmp_path: Path) -> None:
         f"{path}: waiver[0].expires: expected a TOML date such as 2026-12-31, got 'soon'",
         f"{path}: waiver[0].versions: 'two' is not a version specifier",
     ]
+
+
+# -- the built-in catalogue --------------------------------------------------------------------------
+def test_status_table_with_the_builtin_catalogue(today: _dt.date) -> None:
+    """The same expectations hold against the real catalogue data."""
+    from spyre_sim.catalogue import builtin_catalogue
+
+    catalogue = builtin_catalogue()
+    assert tuple(r.name for r in catalogue.releases) == RELEASES
+    reg = Registry(catalogue)
+    reg.load_directory(DATA / "valid")
+    lifecycle = Lifecycle(reg, today=today)
+    for release in RELEASES:
+        (alpha_status, alpha_version), beta, delta, gamma = AUTO[release]
+        rows = lifecycle.status_at(release)
+        assert [(r.name, r.status) for r in rows] == [
+            ("alpha", alpha_status),
+            ("beta", beta),
+            ("delta", delta),
+            ("gamma", gamma),
+        ], release
+        assert str(rows[0].version) == alpha_version

@@ -1,0 +1,356 @@
+"""The CLI through main(argv): output formats, exit codes, pins, waivers, extension hooks.
+
+Runs against the built-in stack catalogue with the test manifests (built-in adapters disabled
+through SPYRE_ADAPTERS_DISABLE), so the expectations follow SPYRE.md's release timeline.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import re
+import shutil
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from spyre_adapters.cli import ExitCode, _audit, _main, main
+from spyre_sim.catalogue import builtin_catalogue
+
+from .conftest import DATA
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> dict:  # type: ignore[type-arg]
+        return json.loads(self.out)  # type: ignore[no-any-return]
+
+
+Run = Callable[..., Result]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
+    monkeypatch.setenv("SPYRE_ADAPTERS_DISABLE", "builtin")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    def invoke(*argv: str, manifests: Path | None = DATA / "valid") -> Result:
+        capsys.readouterr()
+        prefix = ["--manifests", str(manifests)] if manifests is not None else []
+        code = main([*prefix, *argv])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return invoke
+
+
+def statuses(document: dict) -> dict[str, str]:  # type: ignore[type-arg]
+    return {a["name"]: f"{a['version']} {a['status']}" for a in document["adapters"]}
+
+
+def test_help_documents_the_exit_codes(run: Run) -> None:
+    result = run("--help")
+    assert result.code == ExitCode.OK
+    for code in ExitCode:
+        assert re.search(rf"^  {code.value}  {code.name} ", result.out, re.MULTILINE)
+    for command in ("stacks", "list", "show", "audit", "pin", "check"):
+        assert re.search(rf"^    {command} ", result.out, re.MULTILINE)
+
+
+def test_usage_errors_exit_2(run: Run) -> None:
+    assert run().code == ExitCode.USAGE
+    assert run("audit", "--bogus").code == ExitCode.USAGE
+    result = run("audit", "--from", "2026.05")
+    assert result.code == ExitCode.USAGE
+    assert "--from and --to go together" in result.err
+    result = run("audit", "--stack", "2026.04")
+    assert result.code == ExitCode.USAGE
+    assert "unknown stack release '2026.04'" in result.err
+    result = run("show", "omega")
+    assert result.code == ExitCode.USAGE
+    assert "adapter 'omega' is not registered (registered: alpha, beta, delta, gamma)" in result.err
+
+
+def test_stacks_json(run: Run) -> None:
+    result = run("stacks", "--format", "json")
+    assert result.code == ExitCode.OK
+    document = result.json()
+    assert document["schema_version"] == 1
+    releases = {r["name"]: r for r in document["releases"]}
+    assert list(releases) == [r.name for r in builtin_catalogue().releases]
+    assert releases["2026.08"]["opens"] == ["mem-pool"]
+    assert {"mem-pool", "sin-cos"} <= set(releases["2026.09"]["closes"])
+    assert "pow" in releases["2026.03"]["closes"]
+
+
+def test_list_json_names_sources(run: Run) -> None:
+    document = run("list", "--format", "json").json()
+    assert [(a["name"], a["version"]) for a in document["adapters"]] == [
+        ("alpha", "1.0"),
+        ("alpha", "2.0"),
+        ("beta", "1.0"),
+        ("delta", "1.0"),
+        ("gamma", "1.0"),
+    ]
+    assert document["adapters"][0]["source"] == (
+        f"plugin 'dir:{DATA / 'valid'}' file {DATA / 'valid' / 'alpha' / '1.0.toml'}"
+    )
+
+
+def test_show_timeline(run: Run) -> None:
+    document = run("show", "gamma", "--format", "json").json()
+    assert document["adapter"]["gaps"] == ["mem-pool"]
+    timeline = {step["release"]: step["status"] for step in document["timeline"]}
+    assert timeline["2026.07"] == "retired"
+    assert timeline["2026.08"] == "active"
+    assert timeline["2026.09"] == "retired"
+    alpha = run("show", "alpha", "--version", "1.0", "--format", "json").json()
+    assert alpha["adapter"]["version"] == "1.0"
+    assert alpha["versions"] == ["1.0", "2.0"]
+
+
+def test_audit_table_is_plain_and_fixed_width(run: Run) -> None:
+    result = run("audit", "--stack", "2026.05", "--today", "2026-11-30")
+    assert result.code == ExitCode.OK
+    assert "\x1b[" not in result.out
+    assert result.out.startswith("Adapters at stack 2026.05")
+    assert max(len(line) for line in result.out.splitlines()) <= 120
+    assert result.err == ""
+
+
+def test_audit_json_and_gate(run: Run) -> None:
+    result = run("audit", "--stack", "2026.05", "--format", "json", "--today", "2026-11-30")
+    document = result.json()
+    assert result.code == ExitCode.OK
+    assert document["passed"] is True
+    assert statuses(document) == {
+        "alpha": "2.0 active",
+        "beta": "1.0 permanent",
+        "delta": "1.0 active",
+        "gamma": "1.0 retired",
+    }
+    delta = next(a for a in document["adapters"] if a["name"] == "delta")
+    assert delta["retirable_in"] == "2026.07"
+    assert delta["open_gaps"] == ["dtype-cast"]
+
+    overdue = run("audit", "--stack", "2026.06", "--format", "json", "--today", "2026-11-30")
+    assert overdue.code == ExitCode.FINDINGS
+    assert overdue.json()["findings"] == [
+        {
+            "adapter": "delta",
+            "status": "overdue",
+            "message": "delta 1.0 is overdue at 2026.06: 2026.06 is past retire_by 2026.05; "
+            "gap still open: dtype-cast; delete it, or add a waiver with a reason and an "
+            "expiry date",
+        }
+    ]
+    assert "delta 1.0 is overdue at 2026.06" in overdue.err
+    assert "gate failed at stack 2026.06: 1 finding(s)" in overdue.err
+
+
+def test_audit_with_waivers(run: Run, tmp_path: Path) -> None:
+    waivers = tmp_path / "waivers.toml"
+    waivers.write_text(
+        'schema_version = 1\n[[waiver]]\nadapter = "delta"\n'
+        'reason = "dtype-cast closes in 2026.07"\nexpires = 2026-12-31\n'
+    )
+    args = ("audit", "--stack", "2026.06", "--waivers", str(waivers), "--format", "json")
+    held = run(*args, "--today", "2026-12-31")
+    assert held.code == ExitCode.OK
+    delta = next(a for a in held.json()["adapters"] if a["name"] == "delta")
+    assert delta["status"] == "active"
+    assert delta["waiver"] == {
+        "reason": "dtype-cast closes in 2026.07",
+        "expires": "2026-12-31",
+        "valid": True,
+    }
+    assert run(*args, "--today", "2027-01-01").code == ExitCode.FINDINGS
+    waivers.write_text('schema_version = 1\n[[waiver]]\nadapter = "delta"\n')
+    broken = run(*args)
+    assert broken.code == ExitCode.INVALID
+    assert f"{waivers}: waiver[0].reason: a waiver needs a non-empty reason" in broken.err
+
+
+def test_audit_strict_fails_on_dead_scaffolding(run: Run) -> None:
+    args = ("audit", "--stack", "2026.09", "--format", "json", "--today", "2026-11-30")
+    assert run(*args).code == ExitCode.OK
+    strict = run(*args, "--strict")
+    assert strict.code == ExitCode.FINDINGS
+    assert [f["adapter"] for f in strict.json()["findings"]] == ["alpha", "delta", "gamma"]
+    kept = run(*args, "--no-auto-retire")
+    assert kept.code == ExitCode.FINDINGS  # delta kept past retire_by is overdue
+    assert statuses(kept.json())["alpha"] == "2.0 retirable"
+
+
+def test_audit_diff(run: Run) -> None:
+    result = run("audit", "--from", "2026.07", "--to", "2026.08", "--format", "json")
+    assert result.code == ExitCode.OK
+    document = result.json()
+    assert document["kind"] == "audit-diff"
+    assert document["changes"] == [
+        {
+            "name": "gamma",
+            "from": {"version": "1.0", "status": "retired"},
+            "to": {"version": "1.0", "status": "active"},
+        }
+    ]
+    table = run("audit", "--from", "2026.07", "--to", "2026.08")
+    assert "Changes from stack 2026.07 to 2026.08" in table.out
+
+
+def test_audit_markdown_to_file(run: Run, tmp_path: Path) -> None:
+    out = tmp_path / "audit.md"
+    result = run("audit", "--stack", "2026.08", "--format", "markdown", "-o", str(out))
+    assert result.code == ExitCode.OK
+    assert result.out == ""
+    assert result.err == f"spyre-adapters: wrote {out}\n"
+    text = out.read_text()
+    assert text.startswith("### Adapters at stack 2026.08\n\n| adapter | version |")
+    assert re.search(
+        r"^\| gamma \| 1\.0 \| scaffolding \| active \| mem-pool \| 2026\.09 \|", text, re.M
+    )
+
+
+def test_audit_verify_is_not_yet_available(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_audit, "VERIFY_MODULE", "spyre_adapters._no_such_verify_module")
+    result = run("audit", "--verify")
+    assert result.code == ExitCode.USAGE
+    assert "audit --verify is not yet available" in result.err
+
+
+def _fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: object) -> None:
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    for key, value in attrs.items():
+        setattr(module, key, value)
+    monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_audit_verify_calls_the_verifier(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    @dataclass
+    class Verdict:
+        adapter: str
+        verified: bool
+        detail: str
+
+    def verify_retirable(report, release, registry):  # type: ignore[no-untyped-def]
+        calls.append((report.release, release.name, registry.names()))
+        return [Verdict("alpha", False, "aten.sin still falls back in rotary_emb")]
+
+    _fake_module(monkeypatch, "fake_verify", verify_retirable=verify_retirable)
+    monkeypatch.setattr(_audit, "VERIFY_MODULE", "fake_verify")
+    result = run("audit", "--stack", "2026.09", "--verify", "--format", "json")
+    assert calls == [("2026.09", "2026.09", ["alpha", "beta", "delta", "gamma"])]
+    assert result.code == ExitCode.FINDINGS
+    assert result.json()["verification"] == [
+        {"adapter": "alpha", "verified": False, "detail": "aten.sin still falls back in rotary_emb"}
+    ]
+    assert "alpha is not verified retirable: aten.sin still falls back in rotary_emb" in result.err
+
+
+def test_extension_subcommands_from_the_table(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran = []
+
+    def add_parser(subparsers):  # type: ignore[no-untyped-def]
+        subparsers.add_parser("hello", help="greet someone").add_argument("who")
+
+    def run_hello(args):  # type: ignore[no-untyped-def]
+        ran.append(args.who)
+        return 0
+
+    _fake_module(monkeypatch, "spyre_adapters.cli._hello", add_parser=add_parser, run=run_hello)
+    monkeypatch.setitem(_main.SUBCOMMANDS, "hello", False)
+    monkeypatch.setitem(_main.SUBCOMMANDS, "ghost", False)  # no module: absent
+    assert run("hello", "world").code == ExitCode.OK
+    assert ran == ["world"]
+    help_text = run("--help").out
+    assert re.search(r"^    hello +greet someone$", help_text, re.MULTILINE)
+    assert "ghost" not in help_text
+    assert run("ghost").code == ExitCode.USAGE
+
+
+def test_invalid_manifests_exit_3_listing_every_problem(run: Run) -> None:
+    result = run("list", manifests=DATA / "broken")
+    assert result.code == ExitCode.INVALID
+    assert result.out == ""
+    count = int(re.search(r"error: (\d+) problems in adapter manifests", result.err).group(1))  # type: ignore[union-attr]
+    assert count == result.err.count("\n  - ")
+    assert (
+        "unknown-gap.toml: gaps: unknown gap id 'sin-coss' (did you mean 'sin-cos'?)" in result.err
+    )
+
+
+# -- pins ----------------------------------------------------------------------------------------
+def test_pin_then_check(run: Run, tmp_path: Path) -> None:
+    lock = tmp_path / "spyre-adapters.lock"
+    result = run("pin", "--stack", "2026.05", "--stack", "2026.08", "-o", str(lock))
+    assert result.code == ExitCode.OK
+    assert f"wrote {lock} (2026.05, 2026.08)" in result.err
+    assert "gamma" in result.out
+    check = run("check", "--lock", str(lock))
+    assert check.code == ExitCode.OK
+    assert check.err == f"spyre-adapters: {lock} is up to date (2 release(s))\n"
+
+
+def test_pin_defaults_to_the_working_directory(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run("pin", "--stack", "2026.02").code == ExitCode.OK
+    assert (tmp_path / "spyre-adapters.lock").is_file()
+    assert run("check").code == ExitCode.OK
+
+
+def test_check_stale_lock_exits_1(run: Run, tmp_path: Path) -> None:
+    lock = tmp_path / "x.lock"
+    run("pin", "--stack", "2026.05", "-o", str(lock))
+    newer = tmp_path / "manifests"
+    shutil.copytree(DATA / "valid", newer)
+    text = (newer / "alpha" / "2.0.toml").read_text().replace('version = "2.0"', 'version = "2.1"')
+    (newer / "alpha" / "2.1.toml").write_text(text)
+    result = run("check", "--lock", str(lock), "--format", "json", manifests=newer)
+    assert result.code == ExitCode.FINDINGS
+    assert result.json()["findings"] == [
+        {
+            "release": "2026.05",
+            "adapter": "alpha",
+            "kind": "stale",
+            "message": "the lock pins version 2.0, resolution now gives 2.1",
+        }
+    ]
+    assert "is stale" in result.err
+
+
+def test_check_tampered_lock_exits_3(run: Run, tmp_path: Path) -> None:
+    manifests = tmp_path / "manifests"
+    shutil.copytree(DATA / "valid", manifests)
+    lock = tmp_path / "x.lock"
+    run("pin", "--stack", "2026.05", "-o", str(lock), manifests=manifests)
+    beta = manifests / "beta" / "1.0.toml"
+    beta.write_text(beta.read_text().replace("gpt2", "gpt2-xl"))
+    result = run("check", "--lock", str(lock), manifests=manifests)
+    assert result.code == ExitCode.INVALID
+    assert re.search(
+        rf'releases."2026.05" beta: tampered: manifest {re.escape(str(beta))} hashes to', result.err
+    )
+
+
+def test_check_without_a_lock_or_with_a_broken_one(run: Run, tmp_path: Path) -> None:
+    missing = run("check", "--lock", str(tmp_path / "none.lock"))
+    assert missing.code == ExitCode.INVALID
+    assert "no lock file here; create it with `spyre-adapters pin --stack R`" in missing.err
+    broken = tmp_path / "broken.lock"
+    broken.write_text("schema_version = 1\nreleases = 3\n")
+    result = run("check", "--lock", str(broken))
+    assert result.code == ExitCode.INVALID
+    assert f"{broken}: releases: expected a table of releases" in result.err
