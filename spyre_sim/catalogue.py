@@ -93,6 +93,7 @@ class Decision(enum.Enum):
 
 _ON_DEVICE = frozenset({Decision.NATIVE, Decision.DECOMPOSED, Decision.MISCOMPILED})
 _LOWERED = frozenset({Decision.NATIVE, Decision.DECOMPOSED})
+_RUNS = frozenset(set(Decision) - {Decision.UNSUPPORTED})
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,36 @@ class Catalogue:
             raise SpyreSimError(f"release name {at!r} is not a version") from None
         for candidate in self.releases:
             if candidate.version >= start and candidate.gap_states[gap_id] is GapState.CLOSED:
+                return candidate.name
+        return None
+
+    def op_timeline(self, packet: str, overload: str = "default") -> list[tuple[str, OpRule]]:
+        """``[(release name, rule for the op)]`` for every release, oldest first."""
+        return [(r.name, r.op_rule(packet, overload)) for r in self.releases]
+
+    def first_running(self, packet: str, at: str, overload: str = "default") -> str | None:
+        """The first release at or after ``at`` where the op runs at all (any decision but
+        ``unsupported``: a cpu-fallback counts); ``None`` if none. Complements
+        :meth:`first_closing` in error messages: ``aten.embedding`` fails at 2025.12, runs
+        (as a fallback) from 2026.02, and its gap closes in 2026.08."""
+        return self._first(packet, overload, at, _RUNS)
+
+    def first_lowering(self, packet: str, at: str, overload: str = "default") -> str | None:
+        """The first release at or after ``at`` where the op is native or decomposed."""
+        return self._first(packet, overload, at, _LOWERED)
+
+    def _first(
+        self, packet: str, overload: str, at: str, decisions: frozenset[Decision]
+    ) -> str | None:
+        try:
+            start = Version(at)
+        except InvalidVersion:
+            raise SpyreSimError(f"release name {at!r} is not a version") from None
+        for candidate in self.releases:
+            if (
+                candidate.version >= start
+                and candidate.op_rule(packet, overload).decision in decisions
+            ):
                 return candidate.name
         return None
 

@@ -464,3 +464,29 @@ def test_release_files_are_deltas_that_change_something(catalogue: Catalogue) ->
             assert (before.decision, before.gap) != (after.decision, after.gap), (release.name, op)
         for gap_id in raw.get("gaps", {}):
             assert base.gap_states[gap_id] is not release.gap_states[gap_id], (release.name, gap_id)
+
+
+@pytest.mark.parametrize(
+    ("op", "overload", "at", "running", "lowering"),
+    [
+        ("aten.embedding", "default", "2025.12", "2026.02", "2026.08"),
+        ("aten.gather", "default", "2025.12", "2026.06", None),
+        ("aten.sin", "default", "2025.12", "2025.12", "2026.09"),
+        ("aten.cumsum", "default", "2026.03", "2026.05", None),
+        ("aten.max", "dim", "2025.12", "2026.05", None),
+        ("aten.max", "default", "2025.12", "2025.12", "2025.12"),
+        ("aten.sort", "default", "2025.12", None, None),
+        ("aten.frobnicate", "default", "2025.12", None, None),
+    ],
+)
+def test_first_running_and_first_lowering(
+    catalogue: Catalogue, op: str, overload: str, at: str, running: str | None, lowering: str | None
+) -> None:
+    assert catalogue.first_running(op, at, overload) == running
+    assert catalogue.first_lowering(op, at, overload) == lowering
+
+
+def test_op_timeline(catalogue: Catalogue) -> None:
+    timeline = catalogue.op_timeline("aten.embedding")
+    assert [name for name, _ in timeline] == list(RELEASES)
+    assert [rule.decision for _, rule in timeline] == [UNSUPPORTED] + [FALLBACK] * 5 + [NATIVE] * 2
