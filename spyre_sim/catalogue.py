@@ -254,6 +254,19 @@ class Catalogue:
                 return candidate.name
         return None
 
+    def gap_changes(self, name: str) -> dict[str, tuple[GapState | None, GapState]]:
+        """The gaps whose state release ``name`` changes: ``{gap: (state at its base, state at
+        name)}``; for the first release every gap, with ``None`` as the old state. Answers
+        "what does this release close (or re-open)?"."""
+        release = self.release(name)
+        base = self._by_name.get(release.base) if release.base is not None else None
+        changes: dict[str, tuple[GapState | None, GapState]] = {}
+        for gap_id, state in release.gap_states.items():
+            old = base.gap_states.get(gap_id) if base is not None else None
+            if old is not state:
+                changes[gap_id] = (old, state)
+        return changes
+
     def op_timeline(self, packet: str, overload: str = "default") -> list[tuple[str, OpRule]]:
         """``[(release name, rule for the op)]`` for every release, oldest first."""
         return [(r.name, r.op_rule(packet, overload)) for r in self.releases]

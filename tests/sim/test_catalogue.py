@@ -490,3 +490,16 @@ def test_op_timeline(catalogue: Catalogue) -> None:
     timeline = catalogue.op_timeline("aten.embedding")
     assert [name for name, _ in timeline] == list(RELEASES)
     assert [rule.decision for _, rule in timeline] == [UNSUPPORTED] + [FALLBACK] * 5 + [NATIVE] * 2
+
+
+def test_gap_changes_say_what_a_release_closes_and_reopens(catalogue: Catalogue) -> None:
+    assert catalogue.gap_changes("2026.09") == {
+        "sin-cos": (F, C),
+        "any-all": (F, C),
+        "gemma-rmsnorm": (X, C),
+        "mem-pool": (M, C),
+    }
+    assert catalogue.gap_changes("2026.08")["mem-pool"] == (C, M)
+    first = catalogue.gap_changes("2025.12")
+    assert set(first) == set(catalogue.gaps)
+    assert all(old is None for old, _ in first.values())
