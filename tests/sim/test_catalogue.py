@@ -503,3 +503,14 @@ def test_gap_changes_say_what_a_release_closes_and_reopens(catalogue: Catalogue)
     first = catalogue.gap_changes("2025.12")
     assert set(first) == set(catalogue.gaps)
     assert all(old is None for old, _ in first.values())
+
+
+def test_decision_and_gap_helpers(catalogue: Catalogue) -> None:
+    assert [d for d in Decision if d.runs_on_device] == [
+        NATIVE,
+        DECOMPOSED,
+        Decision.MISCOMPILED,
+    ]
+    assert catalogue.gaps["stick-align"].lasting
+    assert not catalogue.gaps["sin-cos"].lasting
+    assert [r.name for r in catalogue] == list(RELEASES)
