@@ -79,17 +79,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _row(row: AdapterStatus) -> list[str]:
-    manifest = row.manifest
-    note = row.reason
     return [
         row.name,
         str(row.version),
-        manifest.kind.value,
         row.status.value,
         ", ".join(row.open_gaps) or "-",
         row.retirable_in or "never",
-        manifest.retire_by or "-",
-        note,
+        row.reason,
     ]
 
 
@@ -97,10 +93,11 @@ def _table(report: AuditReport) -> TableData:
     counts = ", ".join(f"{n} {s}" for s, n in report.counts().items() if n)
     return TableData(
         f"Adapters at stack {report.release}",
-        ["adapter", "version", "kind", "status", "open gaps", "retirable in", "retire by", "why"],
+        ["adapter", "version", "status", "open gaps", "retirable in", "why"],
         [_row(r) for r in report.rows],
         caption=counts or "no adapters installed",
-        status_column=3,
+        status_column=2,
+        folding=frozenset({3, 5}),
     )
 
 

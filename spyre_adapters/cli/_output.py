@@ -47,6 +47,8 @@ class TableData:
     rows: list[list[str]] = field(default_factory=list)
     caption: str = ""
     status_column: int | None = None
+    #: columns that may fold to fit the width (default: every column but the first)
+    folding: frozenset[int] | None = None
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -79,8 +81,14 @@ def make_console(file: TextIO) -> Console:
 
 def _rich(table: TableData) -> Table:
     rich_table = Table(title=table.title, caption=table.caption or None, title_justify="left")
-    for column in table.columns:
-        rich_table.add_column(column, overflow="fold")
+    for index, column in enumerate(table.columns):
+        folds = index > 0 if table.folding is None else index in table.folding
+        rich_table.add_column(
+            column,
+            overflow="fold",
+            no_wrap=not folds,
+            ratio=(2 if index == len(table.columns) - 1 else 1) if folds else None,
+        )
     for row in table.rows:
         cells: list[Text | str] = list(row)
         if table.status_column is not None:

@@ -215,7 +215,9 @@ def test_audit_markdown_to_file(run: Run, tmp_path: Path) -> None:
     text = out.read_text()
     assert text.startswith("### Adapters at stack 2026.08\n\n| adapter | version |")
     assert re.search(
-        r"^\| gamma \| 1\.0 \| scaffolding \| active \| mem-pool \| 2026\.09 \|", text, re.M
+        r"^\| gamma \| 1\.0 \| active \| mem-pool \| 2026\.09 \| gap still open: mem-pool \|$",
+        text,
+        re.M,
     )
 
 
