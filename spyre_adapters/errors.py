@@ -146,7 +146,8 @@ class AlreadyPreparedError(SpyreAdaptersError, RuntimeError):
 class AdapterApplyError(SpyreAdaptersError, RuntimeError):
     """An adapter failed while being matched or applied; the whole prepare was rolled back.
 
-    ``adapter``/``version`` name it, ``stage`` is ``"matches"`` or ``"apply"``, ``cause`` is
+    ``adapter``/``version`` name it, ``stage`` is ``"load"`` (importing the entry point),
+    ``"matches"`` or ``"apply"``, ``cause`` is
     the original exception (also chained as ``__cause__``), ``rolled_back`` lists the adapters
     already applied in this prepare that were undone.
     """
@@ -166,7 +167,7 @@ class AdapterApplyError(SpyreAdaptersError, RuntimeError):
         self.rolled_back = list(rolled_back)
         undone = f"; rolled back {', '.join(self.rolled_back)} too" if self.rolled_back else ""
         super().__init__(
-            f"adapter {adapter!r} {version} failed in {stage}(): "
+            f"adapter {adapter!r} {version} failed in {stage if stage == 'load' else stage + '()'}: "
             f"{type(cause).__name__}: {cause}; the model was restored to its state before "
             f"prepare{undone}"
         )

@@ -169,15 +169,21 @@ def pin(
 
 
 def check_lock(
-    lock: Lock, registry: Registry, releases: Iterable[str] | None = None
+    lock: Lock,
+    registry: Registry,
+    releases: Iterable[str | os.PathLike[str] | ReleaseLike] | None = None,
 ) -> list[LockFinding]:
-    """Every way the lock's entries (all, or only ``releases``) differ from what is installed."""
+    """Every way the lock's entries differ from what is installed: all entries, or those of
+    ``releases`` (names, release files or release objects; a user release file must be given
+    here for its entry to be re-resolved)."""
     findings: list[LockFinding] = []
-    names = sorted(lock.entries) if releases is None else list(releases)
-    for release_name in names:
+    specs = sorted(lock.entries) if releases is None else list(releases)
+    for spec in specs:
+        release = Lifecycle(registry).release(spec)
+        release_name = release.name
         entry = lock.entry(release_name)
         lifecycle = Lifecycle(registry, auto_retire=entry.auto_retire)
-        resolved = {m.name: m for m in lifecycle.resolve(release_name)}
+        resolved = {m.name: m for m in lifecycle.resolve(release)}
         pinned = {p.name: p for p in entry.adapters}
         for name in sorted(resolved.keys() | pinned.keys()):
             now, then = resolved.get(name), pinned.get(name)

@@ -153,10 +153,11 @@ def prepare(
     records: list[AppliedAdapter] = []
     skipped: list[str] = []
     for manifest in manifests:
-        stage = "matches"
+        stage = "load"
         edit = ModelEdit(model)
         try:
             adapter = manifest.load()
+            stage = "matches"
             if not adapter.matches(model):
                 skipped.append(manifest.name)
                 continue

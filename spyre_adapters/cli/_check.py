@@ -22,6 +22,7 @@ from spyre_adapters.cli._context import registry_for
 from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import TableData, add_output_options, diagnose, emit
 from spyre_adapters.errors import LockError, Problem
+from spyre_adapters.lifecycle import Lifecycle
 from spyre_adapters.lock import DEFAULT_LOCK_FILE, check_lock, read_lock
 
 __all__ = ["add_parser", "run"]
@@ -60,8 +61,10 @@ def run(args: argparse.Namespace) -> int:
         )
     lock = read_lock(path)
     registry = registry_for(args)
-    releases = args.stack if args.stack else sorted(lock.entries)
-    findings = check_lock(lock, registry, releases)
+    lifecycle = Lifecycle(registry)
+    specs = args.stack if args.stack else sorted(lock.entries)
+    releases = [lifecycle.release(spec).name for spec in specs]
+    findings = check_lock(lock, registry, specs)
     table = TableData(
         f"Lock check of {path}",
         ["release", "adapter", "finding", "why"],

@@ -356,3 +356,23 @@ def test_check_without_a_lock_or_with_a_broken_one(run: Run, tmp_path: Path) -> 
     result = run("check", "--lock", str(broken))
     assert result.code == ExitCode.INVALID
     assert f"{broken}: releases: expected a table of releases" in result.err
+
+
+def test_user_release_file_for_audit_pin_and_check(run: Run, tmp_path: Path) -> None:
+    """A what-if release extending 2026.09 where the mem-pool regression is back."""
+    whatif = tmp_path / "whatif.toml"
+    whatif.write_text(
+        'schema_version = 1\n\n[release]\nname = "2026.11"\nbase = "2026.09"\n'
+        'date = 2026-11-20\nsummary = "the memory-pool regression is back"\n\n'
+        '[gaps]\nmem-pool = "open"\n'
+    )
+    document = run("audit", "--stack", str(whatif), "--format", "json").json()
+    assert document["release"] == "2026.11"
+    assert statuses(document)["gamma"] == "1.0 active"
+    gamma = next(a for a in document["adapters"] if a["name"] == "gamma")
+    assert gamma["retirable_in"] is None  # no later release closes it again
+    lock = tmp_path / "whatif.lock"
+    assert run("pin", "--stack", str(whatif), "-o", str(lock)).code == ExitCode.OK
+    check = run("check", "--lock", str(lock), "--stack", str(whatif))
+    assert check.code == ExitCode.OK, check.err
+    assert '[releases."2026.11"]' in lock.read_text()
