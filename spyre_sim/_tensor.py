@@ -36,10 +36,10 @@ from spyre_sim.numerics import round_to_dl16_
 from spyre_sim.settings import settings
 from spyre_sim.stack import current_stack, stack_generation
 
-DEVICE: torch.device  # torch.device("spyre", 0), set by spyre_sim.device.register()
+DEVICE = torch.device("meta")  # becomes torch.device("spyre", 0) in spyre_sim.device.register()
 _HOST = torch.device("cpu")
 
-_live: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()
+_live: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
 
 _FLOAT_WIDE = (torch.float32, torch.float64)
 _STORE_AS: dict[torch.dtype, torch.dtype] = {
@@ -104,7 +104,9 @@ def _wrap(host: torch.Tensor) -> SpyreTensor:
         requires_grad=False,
     )
     t._host = host
-    _live.add(t)
+    _live[id(host)] = (
+        host  # the host, not the wrapper: swap_tensors refuses weak-referenced tensors
+    )
     return t
 
 
@@ -115,8 +117,8 @@ def _nbytes(t: torch.Tensor) -> int:
 def memory_allocated() -> int:
     """Bytes of the host storages behind live ``spyre`` tensors (each storage once)."""
     seen: dict[int, int] = {}
-    for t in list(_live):
-        storage = t._host.untyped_storage()
+    for host in list(_live.values()):
+        storage = host.untyped_storage()
         seen[storage.data_ptr()] = storage.nbytes()
     return sum(seen.values())
 
@@ -261,6 +263,8 @@ class _OpInfo:
         "name",
         "overload",
         "packet",
+        "qualname",
+        "rounds",
         "shape_gen",
         "uses_args",
         "verdict",
@@ -277,6 +281,7 @@ class _OpInfo:
         self.overload = func._overloadname
         self.name = f"{self.packet}.{self.overload}"
         self.is_view = bool(func.is_view)
+        self.qualname = func.name()
         # returns: index of the input they alias and write (in-place/out=), or -1 if fresh,
         # or -2 if a view of an input (never rounded: rounding a view breaks aliasing)
         fresh: list[int] = []
@@ -304,6 +309,7 @@ class _OpInfo:
             if a.alias_info is not None and a.alias_info.is_write
         )
         self.kind = _KINDS.get(self.packet, "")
+        self.rounds = self.name not in _VALUE_PRESERVING and self.packet not in _VALUE_PRESERVING
         self.cache: dict[Any, _Verdict] = {}
         self.verdict: _Verdict | None = None
         self.verdict_gen: Any = None
@@ -324,11 +330,48 @@ _KINDS = {
 
 _INFO: dict[OpOverload, _OpInfo] = {}
 
+# Ops whose fp16 results are input values (moved, selected, negated): DL16 inputs give DL16
+# results, so rounding them again would change nothing. Skipping it is the cheapest win.
+_VALUE_PRESERVING = frozenset(
+    {
+        "aten.clone",
+        "aten.cat",
+        "aten.stack",
+        "aten.neg",
+        "aten.abs",
+        "aten.relu",
+        "aten.embedding",
+        "aten.index_select",
+        "aten.gather",
+        "aten.index",
+        "aten.repeat",
+        "aten.flip",
+        "aten.roll",
+        "aten.amax",
+        "aten.amin",
+        "aten.max",
+        "aten.min",
+        "aten.maximum",
+        "aten.minimum",
+        "aten.where.self",
+        "aten.expand_copy",
+        "aten.permute_copy",
+        "aten.transpose_copy",
+        "aten.slice_copy",
+        "aten.select_copy",
+        "aten.topk",
+        "aten.sort",
+        "aten.tril",
+        "aten.triu",
+        "aten.copy_",
+    }
+)
+
 
 class _Verdict:
     """The cached outcome of deciding one op call."""
 
-    __slots__ = ("decision", "error", "gap", "miscompiles", "rules_key", "value")
+    __slots__ = ("decision", "decompose", "error", "gap", "miscompiles", "value")
 
     def __init__(
         self,
@@ -342,6 +385,7 @@ class _Verdict:
         self.gap = gap
         self.error = error  # (gap, reason, class)
         self.miscompiles = miscompiles
+        self.decompose = False  # run the op's CompositeImplicit decomposition instead
 
 
 # --- the hot path ---------------------------------------------------------------------------
@@ -430,6 +474,10 @@ def _run(
         sig2 = [(h.dtype, tuple(h.shape)) for h in _host_tensors(hargs)]
         raise _make_error(current_stack(), info.name, gap, reason, sig2, cls)
 
+    if verdict.decompose:
+        # a composite op that reached the device whole (e.g. under inference_mode): its
+        # decomposition dispatches the ops the catalogue knows
+        return func.decompose(*args, **(kwargs or {}))
     telemetry.count_op(info.name, verdict.value)
     decision = verdict.decision
     if decision is Decision.FALLBACK:
@@ -520,9 +568,17 @@ def _decide(info: _OpInfo, hargs: Sequence[Any], hkwargs: dict[str, Any]) -> _Ve
     release = current_stack()
     rule = release.op_rule(info.packet, info.overload)
     decision = rule.decision
+    if decision is Decision.UNSUPPORTED and info.packet in _BOOKKEEPING:
+        return _Verdict(Decision.NATIVE, None)
+    if decision is Decision.UNSUPPORTED and rule.gap == "unlowered-op" and _composite(info):
+        verdict = _Verdict(Decision.DECOMPOSED, None)
+        verdict.decompose = True
+        return verdict
     if decision is Decision.UNSUPPORTED:
         gap = rule.gap or "unlowered-op"
-        reason = rule.note or "the release has no kernel, decomposition or fallback for it"
+        reason = "the release has no kernel, decomposition or fallback for it"
+        if rule.note:
+            reason += f" ({rule.note})"
         return _Verdict(decision, gap, (gap, reason, SpyreLoweringError))
     if decision is Decision.FALLBACK:
         return _Verdict(decision, rule.gap)
@@ -547,6 +603,17 @@ def _decide(info: _OpInfo, hargs: Sequence[Any], hkwargs: dict[str, Any]) -> _Ve
     if info.packet == "aten.neg" and _gap_state_is(release, "rotate-half", GapState.MISCOMPILED):
         found.append(miscompile.Miscompile("rotate-half", info.packet, _tag_neg))
     return _Verdict(decision, rule.gap, None, tuple(found))
+
+
+# Ops that only change tensor metadata, never compiled by the stack; a catalogue that does not
+# list them must not make them fail (they reach the device under inference_mode).
+_BOOKKEEPING = frozenset({"aten.detach_", "aten.detach", "aten.alias", "aten._reshape_alias"})
+
+
+def _composite(info: _OpInfo) -> bool:
+    return bool(
+        torch._C._dispatch_has_kernel_for_dispatch_key(info.qualname, "CompositeImplicitAutograd")
+    )
 
 
 def _gap_state_is(release: Release, gap: str, state: GapState) -> bool:
@@ -574,8 +641,10 @@ def _miscompile(
     for m in verdict.miscompiles:
         if m.apply is _tag_neg:
             src = args[0]
-            if type(src) is SpyreTensor and src._host._base is not None:
-                neg_source = src._host
+            if type(src) is SpyreTensor:
+                h = src._host
+                if h.untyped_storage().nbytes() > h.numel() * h.element_size():
+                    neg_source = h  # part of a larger tensor: a slice
             continue
         wrong = m.apply(args, kwargs, out)
         if wrong is not None:
@@ -589,16 +658,17 @@ def _miscompile(
 def _finish(info: _OpInfo, args: Sequence[Any], out: Any) -> Any:
     """Store results the way the device does and wrap them."""
     fresh = info.fresh
+    rounds = info.rounds
     if type(out) is torch.Tensor:
-        return _store_one(fresh[0] if fresh else -1, args, out)
+        return _store_one(fresh[0] if fresh else -1, args, out, rounds)
     if isinstance(out, (tuple, list)):
         if len(fresh) == 1:  # Tensor[] return (split, unbind): all share the annotation
             how = fresh[0]
             return type(out)(
-                _store_one(how, args, o) if isinstance(o, torch.Tensor) else o for o in out
+                _store_one(how, args, o, rounds) if isinstance(o, torch.Tensor) else o for o in out
             )
         return type(out)(
-            _store_one(fresh[i] if i < len(fresh) else -1, args, o)
+            _store_one(fresh[i] if i < len(fresh) else -1, args, o, rounds)
             if isinstance(o, torch.Tensor)
             else o
             for i, o in enumerate(out)
@@ -606,17 +676,18 @@ def _finish(info: _OpInfo, args: Sequence[Any], out: Any) -> Any:
     return out
 
 
-def _store_one(how: int, args: Sequence[Any], out: torch.Tensor) -> Any:
+def _store_one(how: int, args: Sequence[Any], out: torch.Tensor, rounds: bool) -> Any:
     if how == -1:  # a fresh result: the device stores it
         if settings.numerics:
             dtype = out.dtype
             if dtype is torch.float16:
-                round_to_dl16_(out)
+                if rounds:
+                    round_to_dl16_(out)
             elif dtype in _STORE_AS:
                 out = to_device_storage(out, fresh=True)
         return _wrap(out)
     if how >= 0:  # an input written in place (add_, copy_, out=): round where it is stored
-        if settings.numerics and out.dtype is torch.float16:
+        if settings.numerics and rounds and out.dtype is torch.float16:
             round_to_dl16_(out)
         if how < len(args) and type(args[how]) is SpyreTensor:
             return args[how]

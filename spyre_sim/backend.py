@@ -92,12 +92,12 @@ def memory_stats(device: Any = None) -> dict[str, int]:
 
 
 def manual_seed(seed: int) -> None:
-    """Random numbers are drawn on the host (cpu-fallback): seeds the host generator."""
-    torch.manual_seed(seed)
+    """Random numbers are drawn on the host (cpu-fallback) from the host generator, which
+    ``torch.manual_seed`` seeds (and which calls this): nothing else to seed."""
 
 
 def manual_seed_all(seed: int) -> None:
-    torch.manual_seed(seed)
+    """See :func:`manual_seed`."""
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:

@@ -1,0 +1,87 @@
+"""Time a tiny and a medium Llama forward on plain CPU and on the emulated spyre device.
+
+Run: ``python benchmarks/bench_device.py [--repeats N]``. Both models use random weights built
+from ``LlamaConfig`` (no downloads) and run in fp16 under ``torch.inference_mode()`` with
+numerics emulation on; layout checks are off (the tiny config's head_dim is below a stick)
+and the stack is the newest built-in release. Prints the median times and the device/CPU
+ratio for each model (targets: tiny <= 4x, medium <= 1.5x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+
+import torch
+
+
+def _median_ms(fn: Callable[[], object], repeats: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def _case(
+    name: str, hidden: int, layers: int, heads: int, seq: int, batch: int, repeats: int
+) -> tuple[str, float, float]:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    import spyre_sim
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        vocab_size=1024,
+        max_position_embeddings=max(seq, 64),
+    )
+    config._attn_implementation = "sdpa"
+    cpu = LlamaForCausalLM(config).eval().half()
+    dev = LlamaForCausalLM(config).eval().half()
+    dev.load_state_dict(cpu.state_dict())
+    dev.to("spyre")
+    ids = torch.randint(0, config.vocab_size, (batch, seq))
+    ids_dev = ids.to("spyre")
+
+    def run_cpu() -> object:
+        with torch.inference_mode():
+            return cpu(ids).logits
+
+    def run_dev() -> object:
+        with torch.inference_mode():
+            return dev(ids_dev).logits
+
+    with spyre_sim.configure(numerics=True, layout_checks=False):
+        t_cpu = _median_ms(run_cpu, repeats)
+        t_dev = _median_ms(run_dev, repeats)
+    return name, t_cpu, t_dev
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")  # fallback / downcast warnings are expected here
+    cases = [
+        _case("tiny (b2 s32 h64 l2)", 64, 2, 4, 32, 2, args.repeats),
+        _case("medium (b2 s128 h512 l4)", 512, 4, 8, 128, 2, max(5, args.repeats // 4)),
+    ]
+    print(f"{'model':28} {'cpu ms':>9} {'spyre ms':>9} {'ratio':>7}")
+    for name, t_cpu, t_dev in cases:
+        print(f"{name:28} {t_cpu:9.2f} {t_dev:9.2f} {t_dev / t_cpu:6.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
