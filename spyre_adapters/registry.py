@@ -12,6 +12,7 @@ returned.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import types
 from collections.abc import Iterable, Iterator, Sequence
@@ -171,7 +172,7 @@ def build_registry(
     for name in blocked:
         manager.set_blocked(name)
     if entry_points:
-        manager.load_setuptools_entrypoints(hookspecs.PROJECT_NAME)
+        _load_entry_points(manager)
     for plugin in plugins:
         name = _plugin_name(plugin)
         if not manager.is_blocked(name):
@@ -191,6 +192,28 @@ def build_registry(
         registry.plugins.append(name)
     registry.plugins.sort()
     return registry
+
+
+def _load_entry_points(manager: pluggy.PluginManager) -> None:
+    """Register every entry point of group ``spyre_adapters`` (as pluggy's own loader does:
+    blocked names and names already registered are skipped), naming a plugin that fails to
+    import."""
+    for dist in importlib.metadata.distributions():
+        for entry_point in dist.entry_points:
+            if entry_point.group != hookspecs.PROJECT_NAME:
+                continue
+            name = entry_point.name
+            if manager.is_blocked(name) or manager.get_plugin(name) is not None:
+                continue
+            try:
+                plugin = entry_point.load()
+            except Exception as exc:
+                raise PluginError(
+                    name,
+                    f"entry point {entry_point.value!r} does not import: "
+                    f"{type(exc).__name__}: {exc}",
+                ) from exc
+            manager.register(plugin, name=name)
 
 
 def _plugin_name(plugin: object) -> str:

@@ -210,3 +210,25 @@ def test_third_party_package_is_discovered_through_its_entry_point(
 
     monkeypatch.setenv("SPYRE_ADAPTERS_DISABLE", "acme")
     assert len(build_registry(catalogue, disable=["builtin"])) == 0
+
+
+def test_an_entry_point_that_does_not_import_is_named(
+    catalogue: FakeCatalogue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    dist = site / "broken_spyre_plugin-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (site / "broken_spyre_plugin.py").write_text("raise RuntimeError('needs CUDA')\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: broken-spyre-plugin\nVersion: 1.0\n"
+    )
+    (dist / "entry_points.txt").write_text("[spyre_adapters]\nbroken = broken_spyre_plugin\n")
+    monkeypatch.syspath_prepend(str(site))
+    with pytest.raises(PluginError) as info:
+        build_registry(catalogue, disable=["builtin"])
+    assert str(info.value) == (
+        "adapter plugin 'broken' failed to register: entry point 'broken_spyre_plugin' does not "
+        "import: RuntimeError: needs CUDA (fix the plugin, or disable it with "
+        "SPYRE_ADAPTERS_DISABLE=broken)"
+    )
+    assert build_registry(catalogue, disable=["builtin", "broken"]).plugins == []
