@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, cast
 
 from spyre_adapters.cli._context import registry_for
 from spyre_adapters.cli._exitcodes import ExitCode
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         diagnose(f"error: {exc}")
         return ExitCode.FINDINGS
     results = [
-        triage(built, release, registry=registry, layout_checks=args.layout_checks)
+        triage(built, cast(Any, release), registry=registry, layout_checks=args.layout_checks)
         for release in releases
     ]
     document: dict[str, Any] = {

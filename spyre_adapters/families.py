@@ -1,0 +1,571 @@
+"""Model families: a small, runnable instance of a Transformers ``model_type``, built from its config.
+
+No checkpoint is downloaded. The family's config class is instantiated with its defaults and
+then shrunk to one of two size presets:
+
+- :data:`REALISTIC` (the default): sizes a Spyre deployment actually meets, so the layout rules
+  of the device are exercised as they would be on a real checkpoint: hidden sizes and FFN sizes
+  are multiples of 64 (one stick), ``head_dim`` is 64 (as in Llama-3.2-1B, SmolLM2, TinyLlama,
+  GPT-2, BERT), grouped-query attention where the family has it, a vocabulary that is a multiple
+  of 64, two layers.
+- :data:`TINY`: the sizes of Transformers' own model testers (hidden 32, FFN 37, 4 heads of 8,
+  vocabulary 99). They are *not* stick aligned: use them to see what the layout rules reject.
+
+Composite (multimodal) configs carry sub-configs (``text_config``, ``vision_config``,
+``audio_config``, ...); each is shrunk with the same preset.
+
+A family *builds* when its model instantiates from the shrunk config and one eval forward on
+the CPU succeeds with synthesised inputs (token ids, pixels, audio features or raw audio; a
+composite model is tried text-only first, then with pixels). :func:`build_family` returns the
+model, those inputs and the CPU reference output.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from spyre_adapters.errors import SpyreAdaptersError
+
+__all__ = [
+    "REALISTIC",
+    "TINY",
+    "BuiltFamily",
+    "FamilyBuildError",
+    "SizePreset",
+    "build_family",
+    "buildable_families",
+    "candidate_families",
+    "family_config",
+]
+
+
+@dataclass(frozen=True)
+class SizePreset:
+    """The sizes a family is shrunk to. ``head_dim * heads == hidden``."""
+
+    name: str
+    hidden: int
+    heads: int
+    head_dim: int
+    kv_heads: int
+    intermediate: int
+    layers: int
+    vocab: int
+    experts: int
+    experts_per_token: int
+    image_size: int
+    patch_size: int
+    audio_positions: int
+    seq_len: int
+
+
+REALISTIC = SizePreset(
+    name="realistic",
+    hidden=256,
+    heads=4,
+    head_dim=64,
+    kv_heads=2,
+    intermediate=512,
+    layers=2,
+    vocab=1024,
+    experts=4,
+    experts_per_token=2,
+    image_size=64,
+    patch_size=16,
+    audio_positions=32,
+    seq_len=8,
+)
+
+TINY = SizePreset(
+    name="tiny",
+    hidden=32,
+    heads=4,
+    head_dim=8,
+    kv_heads=2,
+    intermediate=37,
+    layers=2,
+    vocab=99,
+    experts=4,
+    experts_per_token=2,
+    image_size=32,
+    patch_size=8,
+    audio_positions=16,
+    seq_len=7,
+)
+
+
+class FamilyBuildError(SpyreAdaptersError):
+    """A family did not build: ``stage`` is ``"config"``, ``"instantiate"``, ``"inputs"`` or
+    ``"forward"``; ``reason`` is the underlying error in one line."""
+
+    def __init__(self, model_type: str, stage: str, reason: str) -> None:
+        self.model_type = model_type
+        self.stage = stage
+        self.reason = reason
+        super().__init__(
+            f"model_type {model_type!r} does not build from its config ({stage} failed): {reason}"
+        )
+
+
+@dataclass
+class BuiltFamily:
+    """A built family: the CPU model (fp32, eval mode), its inputs and the CPU reference output.
+
+    ``kind`` is ``"causal-lm"`` (the output is the logits; compared by greedy top-1 at every
+    position) or ``"base"`` (the output is the last hidden state or the first output tensor;
+    compared by cosine).
+    """
+
+    model_type: str
+    preset: SizePreset
+    config: Any
+    model: nn.Module
+    inputs: dict[str, torch.Tensor]
+    kind: str
+    output_name: str
+    reference: torch.Tensor
+    options: dict[str, Any]
+
+    def run(self, model: nn.Module, device: str | torch.device = "cpu") -> torch.Tensor:
+        """Run ``model`` on this family's inputs moved to ``device``; return the compared output
+        (on the device it was produced on)."""
+        dtype = _floating_dtype(model)
+        feed = {
+            name: (value.to(dtype) if value.is_floating_point() else value).to(device)
+            for name, value in self.inputs.items()
+        }
+        with torch.no_grad():
+            out = model(**feed, **self.options)
+        return _select_output(out, self.output_name)
+
+
+# -- enumeration -------------------------------------------------------------------------------
+
+
+def candidate_families() -> list[str]:
+    """Every ``model_type`` of the installed Transformers that has a base model (or causal-LM)
+    class, sorted. Whether each one *builds* is only known by trying: see
+    :func:`buildable_families`."""
+    from transformers.models.auto.configuration_auto import (  # type: ignore[attr-defined]
+        CONFIG_MAPPING_NAMES,
+    )
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_MAPPING_NAMES,
+    )
+
+    with_model = set(MODEL_MAPPING_NAMES) | set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    return sorted(mt for mt in CONFIG_MAPPING_NAMES if mt in with_model)
+
+
+def buildable_families(
+    families: Iterable[str] | None = None, *, preset: SizePreset = REALISTIC
+) -> list[str]:
+    """The families (default: :func:`candidate_families`) that build and run on the CPU."""
+    found = []
+    for model_type in candidate_families() if families is None else families:
+        try:
+            build_family(model_type, preset=preset)
+        except FamilyBuildError:
+            continue
+        found.append(model_type)
+    return found
+
+
+# -- configs -----------------------------------------------------------------------------------
+
+_WIDTH = (
+    "hidden_size",
+    "d_model",
+    "n_embd",
+    "embed_dim",
+    "dim",
+    "model_dim",
+    "word_embed_proj_dim",
+)
+_FFN = (
+    "intermediate_size",
+    "ffn_dim",
+    "n_inner",
+    "d_ff",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+    "ffn_hidden_size",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "expert_intermediate_size",
+    "dense_intermediate_size",
+)
+_LAYERS = (
+    "num_hidden_layers",
+    "n_layer",
+    "num_layers",
+    "n_layers",
+    "encoder_layers",
+    "decoder_layers",
+    "num_decoder_layers",
+    "num_encoder_layers",
+)
+_HEADS = (
+    "num_attention_heads",
+    "n_head",
+    "n_heads",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+    "num_heads",
+)
+_KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num")
+_HEAD_DIM = ("head_dim", "d_kv", "kv_channels", "attention_head_dim")
+_EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+_EXPERTS_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "num_selected_experts")
+_PROJECTION = ("projection_dim", "text_embed_dim", "vision_embed_dim")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_config(value: object) -> bool:
+    return hasattr(value, "to_dict") and hasattr(value, "model_type")
+
+
+def _overrides(config: Any, preset: SizePreset) -> dict[str, Any]:
+    """The constructor arguments that shrink ``config`` to ``preset`` (sub-configs as dicts)."""
+    attrs: Mapping[str, Any] = vars(config)
+    out: dict[str, Any] = {}
+    default_layers = next((attrs[k] for k in _LAYERS if _is_int(attrs.get(k))), None)
+
+    def put(keys: tuple[str, ...], value: int, *, allow_none: bool = False) -> None:
+        for key in keys:
+            if key in attrs and (_is_int(attrs[key]) or (allow_none and attrs[key] is None)):
+                out[key] = value
+
+    put(_WIDTH, preset.hidden)
+    if "dim" in attrs and _is_int(attrs.get("hidden_dim")):  # DistilBERT: hidden_dim is the FFN
+        out["hidden_dim"] = preset.intermediate
+    put(_FFN, preset.intermediate)
+    put(_LAYERS, preset.layers)
+    put(_HEADS, preset.heads)
+    put(_KV_HEADS, preset.kv_heads)
+    put(_HEAD_DIM, preset.head_dim, allow_none=True)
+    put(_PROJECTION, preset.hidden)
+    for key in _EXPERTS:
+        if _is_int(attrs.get(key)) and attrs[key] > preset.experts:
+            out[key] = preset.experts
+    for key in _EXPERTS_PER_TOKEN:
+        if _is_int(attrs.get(key)) and attrs[key] > preset.experts_per_token:
+            out[key] = preset.experts_per_token
+    if _is_int(attrs.get("vocab_size")) and attrs["vocab_size"] > preset.vocab:
+        out["vocab_size"] = preset.vocab
+        for key, value in attrs.items():
+            special = key.endswith(("_token_id", "_token_index")) and _is_int(value)
+            if special and value >= preset.vocab:
+                out[key] = preset.vocab - 1 - (value % 8)
+    if _is_int(attrs.get("image_size")):
+        out["image_size"] = preset.image_size
+        patch: Any = attrs.get("patch_size")
+        if _is_int(patch) and (preset.image_size % patch or patch > preset.patch_size):
+            out["patch_size"] = preset.patch_size
+    if _is_int(attrs.get("max_source_positions")):
+        out["max_source_positions"] = preset.audio_positions
+    sizes = attrs.get("hidden_sizes")
+    if isinstance(sizes, (list, tuple)) and sizes and all(_is_int(s) for s in sizes):
+        step = max(preset.hidden // 4, 8)
+        out["hidden_sizes"] = [step * 2**i for i in range(len(sizes))]
+        if _is_int(attrs.get("embedding_size")):
+            out["embedding_size"] = step
+    depths = attrs.get("depths")
+    if isinstance(depths, (list, tuple)) and depths and all(_is_int(d) for d in depths):
+        out["depths"] = [1] * len(depths)
+        heads = attrs.get("num_heads")
+        if isinstance(heads, (list, tuple)) and len(heads) == len(depths):
+            base = out.get("embed_dim", preset.hidden)
+            out["num_heads"] = [
+                max(1, (base * 2**i) // preset.head_dim) for i in range(len(depths))
+            ]
+    conv_dim = attrs.get("conv_dim")
+    if isinstance(conv_dim, (list, tuple)) and conv_dim:
+        out["conv_dim"] = [preset.hidden] * len(conv_dim)
+    if _is_int(attrs.get("window_size")) and "depths" in attrs:
+        out["window_size"] = 4
+    rope = attrs.get("rope_parameters")
+    if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), (list, tuple)):
+        sections = [int(s) for s in rope["mrope_section"]]
+        half = preset.head_dim // 2
+        scaled = [s * half // sum(sections) for s in sections]
+        scaled[0] += half - sum(scaled)
+        out["rope_parameters"] = {**rope, "mrope_section": scaled}
+    per_layer = attrs.get("per_layer_config")
+    if isinstance(per_layer, dict):
+        out["per_layer_config"] = {
+            k: v for k, v in per_layer.items() if _is_int(k) and k < preset.layers
+        }
+    layer_types = attrs.get("layer_types")
+    if isinstance(layer_types, (list, tuple)) and default_layers is not None:
+        out["layer_types"] = list(layer_types)[: preset.layers]
+    for key, value in attrs.items():
+        if _is_config(value):
+            sub = _overrides(value, preset)
+            sub["model_type"] = value.model_type
+            out[key] = {**_plain_dict(value), **sub}
+    return out
+
+
+def _plain_dict(config: Any) -> dict[str, Any]:
+    data: dict[str, Any] = config.to_dict()
+    data.pop("transformers_version", None)
+    return data
+
+
+def family_config(model_type: str, *, preset: SizePreset = REALISTIC) -> Any:
+    """The config of ``model_type`` shrunk to ``preset``.
+
+    Raises :class:`FamilyBuildError` (stage ``"config"``) if the model type is unknown or its
+    config class rejects the sizes.
+    """
+    from transformers import CONFIG_MAPPING
+
+    try:
+        config_class = CONFIG_MAPPING[model_type]
+        default = config_class()
+    except Exception as exc:  # any failure of a third-party constructor means "does not build"
+        raise FamilyBuildError(model_type, "config", _one_line(exc)) from exc
+    overrides = _overrides(default, preset)
+    try:
+        return config_class(**overrides)
+    except Exception as first:
+        # Some config classes derive attributes in __init__ and reject them as arguments:
+        # fall back to editing a default instance attribute by attribute.
+        config = copy.deepcopy(default)
+        try:
+            _assign(config, overrides)
+        except Exception:
+            raise FamilyBuildError(model_type, "config", _one_line(first)) from first
+        return config
+
+
+def _assign(config: Any, overrides: Mapping[str, Any]) -> None:
+    for key, value in overrides.items():
+        current = getattr(config, key, None)
+        if isinstance(value, dict) and _is_config(current):
+            _assign(current, {k: v for k, v in value.items() if k != "model_type"})
+        else:
+            setattr(config, key, value)
+
+
+# -- models and inputs -------------------------------------------------------------------------
+
+
+def _model_class(model_type: str, config: Any) -> tuple[type[nn.Module], str]:
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING,
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_MAPPING,
+    )
+
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        try:
+            causal: Any = MODEL_FOR_CAUSAL_LM_MAPPING
+            found: type[nn.Module] = causal[type(config)]
+            return found, "causal-lm"
+        except (KeyError, ValueError, ImportError):
+            pass
+    mapping: Any = MODEL_MAPPING
+    base: type[nn.Module] = mapping[type(config)]
+    return base, "base"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _special_ids(config: Any) -> set[int]:
+    ids: set[int] = set()
+    for owner in [config, *(v for v in vars(config).values() if _is_config(v))]:
+        for key, value in vars(owner).items():
+            if key.endswith(("_token_id", "_token_index")) and _is_int(value):
+                ids.add(value)
+    return ids
+
+
+def _vocab(config: Any) -> int:
+    for owner in [config, getattr(config, "text_config", None), getattr(config, "decoder", None)]:
+        if owner is not None and _is_int(getattr(owner, "vocab_size", None)):
+            return int(owner.vocab_size)
+    return 64
+
+
+def _token_ids(config: Any, preset: SizePreset, generator: torch.Generator) -> torch.Tensor:
+    vocab = _vocab(config)
+    allowed = [i for i in range(min(vocab, 4096)) if i not in _special_ids(config)] or [0]
+    pick = torch.randint(0, len(allowed), (1, preset.seq_len), generator=generator)
+    return torch.tensor(allowed, dtype=torch.long)[pick]
+
+
+def _vision_config(config: Any) -> Any:
+    vision = getattr(config, "vision_config", None)
+    return vision if vision is not None else config
+
+
+def _pixels(config: Any, preset: SizePreset, generator: torch.Generator) -> torch.Tensor:
+    vision = _vision_config(config)
+    channels = getattr(vision, "num_channels", None) or 3
+    size = getattr(vision, "image_size", preset.image_size)
+    if isinstance(size, (list, tuple)):
+        height, width = int(size[0]), int(size[-1])
+    else:
+        height = width = int(size) if _is_int(size) else preset.image_size
+    return torch.randn(1, int(channels), height, width, generator=generator)
+
+
+def _input_plans(
+    model: nn.Module, config: Any, preset: SizePreset
+) -> list[tuple[str, Callable[[torch.Generator], dict[str, torch.Tensor]]]]:
+    """Candidate input sets, most specific first; the first one the CPU forward accepts wins."""
+    main = getattr(model, "main_input_name", "input_ids")
+    params = inspect.signature(model.forward).parameters
+    plans: list[tuple[str, Callable[[torch.Generator], dict[str, torch.Tensor]]]] = []
+
+    def text(gen: torch.Generator) -> dict[str, torch.Tensor]:
+        ids = _token_ids(config, preset, gen)
+        feed: dict[str, torch.Tensor] = {"input_ids": ids}
+        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+            feed["decoder_input_ids"] = ids.clone()
+        return feed
+
+    def pixels(gen: torch.Generator) -> dict[str, torch.Tensor]:
+        return {"pixel_values": _pixels(config, preset, gen)}
+
+    def text_and_pixels(gen: torch.Generator) -> dict[str, torch.Tensor]:
+        return {**text(gen), **pixels(gen)}
+
+    def features(gen: torch.Generator) -> dict[str, torch.Tensor]:
+        bins: Any = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
+        frames = 2 * int(getattr(config, "max_source_positions", preset.audio_positions))
+        feed = {"input_features": torch.randn(1, int(bins), frames, generator=gen)}
+        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+            feed["decoder_input_ids"] = _token_ids(config, preset, gen)
+        return feed
+
+    def raw_audio(gen: torch.Generator) -> dict[str, torch.Tensor]:
+        return {"input_values": torch.randn(1, 4000, generator=gen)}
+
+    if main == "input_ids" or "input_ids" in params:
+        plans.append(("text", text))
+    if main == "pixel_values" or "pixel_values" in params:
+        plans.append(("pixels", pixels))
+        if "input_ids" in params:
+            plans.append(("text+pixels", text_and_pixels))
+    if main == "input_features" or "input_features" in params:
+        plans.append(("audio-features", features))
+    if main == "input_values" or "input_values" in params:
+        plans.append(("raw-audio", raw_audio))
+    main_first = {
+        "input_ids": "text",
+        "pixel_values": "pixels",
+        "input_features": "audio-features",
+        "input_values": "raw-audio",
+    }.get(main)
+    plans.sort(key=lambda plan: plan[0] != main_first)
+    return plans
+
+
+def _select_output(out: Any, name: str) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    value = out.get(name) if hasattr(out, "get") else None
+    if isinstance(value, torch.Tensor):
+        return value
+    items = list(out.to_tuple() if hasattr(out, "to_tuple") else tuple(out))
+    while items:
+        item = items.pop(0)
+        if isinstance(item, torch.Tensor):
+            return item
+        if isinstance(item, (list, tuple)):
+            items[:0] = list(item)
+    raise TypeError(f"the model output has no tensor (got {type(out).__name__})")
+
+
+def _output_name(out: Any, kind: str) -> str:
+    keys = list(out.keys()) if hasattr(out, "keys") else []
+    for name in ("logits", "last_hidden_state") if kind == "causal-lm" else ("last_hidden_state",):
+        if isinstance(out.get(name) if keys else None, torch.Tensor):
+            return name
+    for name in keys:
+        if isinstance(out[name], torch.Tensor) and out[name].is_floating_point():
+            return str(name)
+    return keys[0] if keys else ""
+
+
+def _floating_dtype(model: nn.Module) -> torch.dtype:
+    for param in model.parameters():
+        if param.is_floating_point():
+            return param.dtype
+    return torch.float32
+
+
+def build_family(model_type: str, *, preset: SizePreset = REALISTIC, seed: int = 0) -> BuiltFamily:
+    """Build ``model_type`` at ``preset`` sizes with seeded random weights, find inputs its
+    forward accepts, and record the CPU reference output (fp32, eval mode).
+
+    Raises :class:`FamilyBuildError` naming the stage that failed.
+    """
+    config = family_config(model_type, preset=preset)
+    try:
+        model_class, kind = _model_class(model_type, config)
+    except Exception as exc:
+        raise FamilyBuildError(model_type, "instantiate", _one_line(exc)) from exc
+    torch.manual_seed(seed)
+    try:
+        model = model_class(config).eval()
+    except Exception as exc:
+        raise FamilyBuildError(model_type, "instantiate", _one_line(exc)) from exc
+    try:
+        plans = _input_plans(model, config, preset)
+    except Exception as exc:
+        raise FamilyBuildError(model_type, "inputs", _one_line(exc)) from exc
+    if not plans:
+        main = getattr(model, "main_input_name", "?")
+        raise FamilyBuildError(model_type, "inputs", f"no input synthesis for main input {main!r}")
+    # No KV cache: one prefill forward is what is compared, and hybrid (linear-attention)
+    # caches reject being queried before any attention layer has run.
+    options: dict[str, Any] = (
+        {"use_cache": False} if "use_cache" in inspect.signature(model.forward).parameters else {}
+    )
+    first_error: BaseException | None = None
+    for _name, plan in plans:
+        inputs = plan(torch.Generator().manual_seed(seed))
+        try:
+            with torch.no_grad():
+                out = model(**inputs, **options)
+            output_name = _output_name(out, kind)
+            reference = _select_output(out, output_name)
+        except Exception as exc:
+            first_error = first_error or exc
+            continue
+        if not reference.is_floating_point():
+            first_error = first_error or TypeError(
+                f"the compared output {output_name!r} is not floating point"
+            )
+            continue
+        return BuiltFamily(
+            model_type=model_type,
+            preset=preset,
+            config=config,
+            model=model,
+            inputs=inputs,
+            kind=kind if output_name == "logits" else "base",
+            output_name=output_name,
+            reference=reference.detach().float(),
+            options=options,
+        )
+    assert first_error is not None
+    raise FamilyBuildError(model_type, "forward", _one_line(first_error))
