@@ -44,7 +44,7 @@ from spyre_adapters.library._global_rebinding import (
     rebind_globals,
 )
 
-__all__ = ["HostRotaryEmbedding", "RopeRotation", "adapter"]
+__all__ = ["HostRotaryEmbedding", "RopeRotation", "adapter", "rotation_function", "rotations_of"]
 
 _APPLY_NAME = "apply_rotary_pos_emb"
 _STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
@@ -113,9 +113,24 @@ class HostRotaryEmbedding(nn.Module):
         # a private CPU copy: the original goes back into the model on rollback, untouched
         self._stock: tuple[nn.Module, ...] = (copy.deepcopy(stock).to("cpu"),)
         self.head_dim = head_dim
+        # where each of the ``head_dim`` stock columns sits in a wider (padded) head, if any
+        self.placement: tuple[int, ...] | None = None
         self._tables: dict[tuple[object, ...], tuple[torch.Tensor, torch.Tensor]] = {}
         for key in _layer_types(stock):
             self._tables[key] = self._build(key, length)
+
+    def place(
+        self, table: tuple[torch.Tensor, torch.Tensor], width: int, placement: tuple[int, ...]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` columns moved to ``placement`` in a ``width``-wide head; the new
+        columns get cos = 1 and sin = 0 (they only ever meet zero activations)."""
+        cos, sin = table
+        index = torch.tensor(placement)
+        wide_cos = torch.ones(cos.shape[0], width)
+        wide_sin = torch.zeros(sin.shape[0], width)
+        wide_cos[:, index] = cos
+        wide_sin[:, index] = sin
+        return wide_cos, wide_sin
 
     def _build(self, key: tuple[object, ...], length: int) -> tuple[torch.Tensor, torch.Tensor]:
         stock = self._stock[0]
@@ -125,14 +140,17 @@ class HostRotaryEmbedding(nn.Module):
             cos, sin = stock(probe, positions, *key)
         cos, sin = cos[0].float(), sin[0].float()
         rotary = cos.shape[-1]
-        if rotary > self.head_dim:
+        source = len(self.placement) if self.placement is not None else self.head_dim
+        if rotary > source:
             raise ValueError(
-                f"rotary tables are {rotary} wide but the attention head dim is {self.head_dim}; "
+                f"rotary tables are {rotary} wide but the attention head dim is {source}; "
                 "adapter `rope-rotation` pads tables up to the head dim and cannot shrink them"
             )
-        pad = self.head_dim - rotary
+        pad = source - rotary
         cos = torch.cat([cos, torch.ones(length, pad)], dim=-1)
         sin = torch.cat([sin, torch.zeros(length, pad)], dim=-1)
+        if self.placement is not None:
+            cos, sin = self.place((cos, sin), self.head_dim, self.placement)
         return cos.contiguous(), sin.contiguous()
 
     def forward(
@@ -180,7 +198,7 @@ def _measure_rotation(apply_fn: Callable[..., Any], head_dim: int, rotary: int) 
     return rotation
 
 
-def _rotation_function(
+def rotation_function(
     rotations: dict[int, torch.Tensor],
 ) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     """A drop-in ``apply_rotary_pos_emb`` using the measured ``rotations`` (by input width).
@@ -222,8 +240,15 @@ def _rotation_function(
         k_embed = k * cos + torch.matmul(k, matrix) * sin
         return q_embed, k_embed
 
-    setattr(apply_rotary_pos_emb, _MARK, True)
+    setattr(apply_rotary_pos_emb, _MARK, rotations)
     return apply_rotary_pos_emb
+
+
+def rotations_of(function: object) -> dict[int, torch.Tensor] | None:
+    """The rotation matrices (by head width) of a function made by :func:`rotation_function`,
+    or None for any other function (a stock ``apply_rotary_pos_emb``)."""
+    rotations = getattr(function, _MARK, None)
+    return rotations if isinstance(rotations, dict) else None
 
 
 class _Plan:
@@ -260,7 +285,7 @@ def _plan(model: nn.Module) -> _Plan | None:
         if not callers:
             continue
         owner = callers[0].__globals__
-        if getattr(owner[_APPLY_NAME], _MARK, False):
+        if rotations_of(owner[_APPLY_NAME]) is not None:
             continue  # already adapted
         head_dim = _head_dim(module, config)
         if head_dim is None:
@@ -307,7 +332,7 @@ class RopeRotation:
         for path in plan.rotary:
             stock = model.get_submodule(path)
             edit.replace_module(path, HostRotaryEmbedding(stock, plan.head_dim, max(length, 1)))
-        functions = {key: _rotation_function(rot) for key, rot in plan.rotations.items()}
+        functions = {key: rotation_function(rot) for key, rot in plan.rotations.items()}
         for path, fn, owner in plan.consumers:
             clone = rebind_globals(fn, owner, {_APPLY_NAME: functions[id(owner)]})
             edit.bind_forward(model.get_submodule(path), clone)
