@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -49,7 +49,6 @@ _STORE_AS: dict[torch.dtype, torch.dtype] = {
 }
 _warned_dtypes: set[torch.dtype] = set()
 _warned_fallbacks: set[str] = set()
-_graph_task_id: Callable[[], int] = torch._C._current_graph_task_id
 
 
 class SpyreTensor(torch.Tensor):
@@ -72,6 +71,16 @@ class SpyreTensor(torch.Tensor):
     def tolist(self) -> Any:
         telemetry.count_transfer(False, _nbytes(self._host))
         return self._host.tolist()
+
+    def backward(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        """Refused: the device is inference-only. (PyTorch's autograd engine would run the
+        backward on a C++ device thread, which aborts the process for a Python backend; so
+        ``torch.autograd.grad`` on spyre tensors must not be called either.)"""
+        raise InferenceOnlyError(
+            "backward() on a spyre tensor: the Spyre device is inference-only (no training, "
+            "no backward); train on the CPU (model.cpu()) and move the trained model to "
+            "'spyre' for inference, under torch.no_grad() or torch.inference_mode()"
+        )
 
     def __tensor_flatten__(self) -> tuple[list[str], None]:
         return ["_host"], None
@@ -442,8 +451,6 @@ def _dispatch(func: OpOverload, args: Sequence[Any], kwargs: dict[str, Any] | No
     info = _INFO.get(func)
     if info is None:
         info = _INFO[func] = _OpInfo(func)
-    if _graph_task_id() != -1:
-        _inference_only(info)
     if info.kind:
         return _special(func, info, args, kwargs or {})
     return _run(func, info, args, kwargs)
@@ -716,14 +723,6 @@ def _fallback(
     for h in _host_tensors(out if isinstance(out, (list, tuple)) else [out]):
         telemetry.count_transfer(True, _nbytes(h))
     return _finish(info, args, out)
-
-
-def _inference_only(info: _OpInfo) -> None:
-    raise InferenceOnlyError(
-        f"{info.name} was called by autograd's backward pass on a spyre tensor: the Spyre "
-        "device is inference-only (no training, no backward); run the backward on the CPU "
-        "(model.cpu()) or wrap inference in torch.no_grad()/torch.inference_mode()"
-    )
 
 
 # --- transfers and other special ops -------------------------------------------------------

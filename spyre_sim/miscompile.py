@@ -15,6 +15,15 @@ decision is ``miscompiled`` for that gap), and records it in telemetry with the 
   near-constant rows: rows whose biased variance is below :data:`NEAR_CONSTANT_VARIANCE`.
 - ``indexed-dim`` (:func:`indexed_dim_rows`): ``index_select`` along a dim that is not the
   outermost returns the selected rows in reverse order ("rows silently wrong").
+- ``sdpa-strided`` (:func:`sdpa_strided_read`): SDPA with a non-contiguous q, k or v view
+  (e.g. ``q_proj(x).view(b, s, h, d).transpose(1, 2)``) reads that tensor as if its memory
+  were laid out contiguously in the ``[..., S, H, D]`` order: each operand ``x`` of shape
+  ``[..., H, S, D]`` becomes ``x.contiguous().reshape(..., S, H, D).transpose(-3, -2)``, which
+  mixes heads and positions.
+- ``mem-pool`` (:func:`mem_pool_cache_concat`): the Aug 2026 pool-planning regression. Buffers
+  that live across bundles (the KV cache) get their pool slot reused: a 4-D ``cat`` along the
+  sequence dim (-2) — a KV-cache append in decode — returns the cached part as zeros. Prefill
+  is unaffected; generated tokens after the first diverge.
 - any other gap whose op rule says ``miscompiled`` (:func:`generic_corruption`): the first
   stick (64 elements) of the result reads as zero.
 """
@@ -34,7 +43,9 @@ __all__ = [
     "indexed_dim_rows",
     "layer_norm_nan",
     "miscompiles_for",
+    "mem_pool_cache_concat",
     "rotate_half_concat",
+    "sdpa_strided_read",
 ]
 
 NEAR_CONSTANT_VARIANCE = 1e-6
@@ -126,4 +137,38 @@ def generic_corruption(out: Any) -> Any:
     wrong.view(-1)[:64] = 0
     if isinstance(out, (tuple, list)):
         return type(out)([wrong, *out[1:]])
+    return wrong
+
+
+def _strided_read(x: torch.Tensor) -> torch.Tensor:
+    if x.dim() < 3 or x.is_contiguous():
+        return x
+    *lead, h, n, d = x.shape
+    return x.contiguous().reshape(*lead, n, h, d).transpose(-3, -2)
+
+
+@_register("sdpa-strided", "aten.scaled_dot_product_attention")
+def sdpa_strided_read(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """Non-contiguous q/k/v are read with heads and positions mixed (see module doc)."""
+    q, k, v = (_host(t) for t in args[:3])
+    if q.is_contiguous() and k.is_contiguous() and v.is_contiguous():
+        return None
+    rest = [_host(a) for a in args[3:]]
+    host_kwargs = {name: _host(value) for name, value in kwargs.items()}
+    return torch.ops.aten.scaled_dot_product_attention.default(
+        _strided_read(q), _strided_read(k), _strided_read(v), *rest, **host_kwargs
+    )
+
+
+@_register("mem-pool", "aten.cat")
+def mem_pool_cache_concat(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """A 4-D cat along dim -2 (KV-cache append) returns its cached part as zeros."""
+    tensors = args[0] if args else kwargs.get("tensors", ())
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if len(tensors) != 2 or not isinstance(out, torch.Tensor) or out.dim() != 4:
+        return None
+    if dim % 4 != 2 or tensors[0].shape[-2] == 0:
+        return None
+    wrong = out.clone()
+    wrong.narrow(2, 0, tensors[0].shape[-2]).zero_()
     return wrong

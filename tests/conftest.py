@@ -1,0 +1,24 @@
+"""Shared fixtures for tests that run on the emulated ``spyre`` device."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+
+@pytest.fixture
+def spyre() -> Iterator[ModuleType]:
+    """``spyre_sim`` with the device registered, fresh telemetry, the newest built-in release
+    and default settings; everything restored afterwards."""
+    import spyre_sim
+    from spyre_sim import _modules
+
+    spyre_sim.telemetry.reset()
+    _modules.reset()
+    newest = spyre_sim.builtin_catalogue().newest.name
+    with spyre_sim.use_stack(newest), spyre_sim.configure(numerics=True, layout_checks=True):
+        yield spyre_sim
+    _modules.reset()
+    spyre_sim.telemetry.reset()

@@ -1,0 +1,107 @@
+"""The ``spyre`` device as PyTorch sees it: registration, factories, transfers, modules."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreSimWarning")
+
+
+def test_registration_is_idempotent(spyre: ModuleType) -> None:
+    spyre.register()
+    spyre.register()
+    assert torch._C._get_privateuse1_backend_name() == "spyre"
+    assert torch.spyre.is_available()
+    assert torch.spyre.device_count() == 1
+    assert torch.spyre.current_device() == 0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.empty(2, 64, dtype=torch.float16, device="spyre"),
+        lambda: torch.zeros(2, 64, dtype=torch.float16, device="spyre"),
+        lambda: torch.ones(2, 64, dtype=torch.float16, device="spyre"),
+        lambda: torch.full((2, 64), 3.0, dtype=torch.float16, device="spyre"),
+        lambda: torch.randn(2, 64, dtype=torch.float16, device="spyre"),
+        lambda: torch.tensor([[1.0] * 64] * 2, dtype=torch.float16, device="spyre"),
+    ],
+)
+def test_factories(spyre: ModuleType, make: object) -> None:
+    t = make()  # type: ignore[operator]
+    assert t.device.type == "spyre"
+    assert t.shape == (2, 64)
+    assert t.cpu().device.type == "cpu"
+
+
+def test_factory_values_and_arange(spyre: ModuleType) -> None:
+    assert torch.ones(3, dtype=torch.float16, device="spyre").cpu().tolist() == [1.0] * 3
+    assert torch.full((2,), 3.0, dtype=torch.float16, device="spyre").tolist() == [3.0, 3.0]
+    assert torch.arange(4, device="spyre").cpu().tolist() == [0, 1, 2, 3]
+
+
+def test_to_and_back_and_print(spyre: ModuleType) -> None:
+    host = torch.randn(3, 64).half()
+    dev = host.to("spyre")
+    assert dev.device == torch.device("spyre", 0)
+    assert torch.equal(dev.cpu(), spyre.round_to_dl16(host))
+    assert "device='spyre:0'" in repr(dev)
+    assert dev.tolist() == spyre.round_to_dl16(host).tolist()
+
+
+def test_device_mismatch_is_a_runtime_error(spyre: ModuleType) -> None:
+    dev = torch.ones(2, 64, dtype=torch.float16, device="spyre")
+    with pytest.raises(RuntimeError, match=r"same device.*spyre:0 and cpu"):
+        dev + torch.ones(2, 64, dtype=torch.float16)
+    # a 0-dim CPU tensor is a scalar, allowed as on CUDA
+    assert (dev + torch.tensor(1.0, dtype=torch.float16)).cpu()[0, 0].item() == 2.0
+
+
+def test_model_to_then_half(spyre: ModuleType) -> None:
+    with spyre.configure(numerics=False):  # keep fp32 on the device to see half() act
+        model = torch.nn.Linear(64, 64).to("spyre")
+        assert model.weight.device.type == "spyre"
+        assert model.weight.dtype == torch.float32
+        model.half()
+        assert model.weight.dtype == torch.float16
+        assert model.weight._host.dtype == torch.float16
+        out = model(torch.ones(2, 64, dtype=torch.float16, device="spyre"))
+    assert out.dtype == torch.float16
+
+
+def test_memory_allocated_counts_each_storage_once(spyre: ModuleType) -> None:
+    before = torch.spyre.memory_allocated()
+    t = torch.empty(1024, dtype=torch.float16, device="spyre")
+    assert torch.spyre.memory_allocated() - before == 2048
+    views = [t[:512], t.view(16, 64)]
+    assert torch.spyre.memory_allocated() - before == 2048
+    del t, views
+    assert torch.spyre.memory_allocated() == before
+
+
+def test_backward_is_refused(spyre: ModuleType) -> None:
+    w = torch.nn.Parameter(torch.ones(64, 64, dtype=torch.float16).to("spyre"))
+    x = torch.ones(2, 64, dtype=torch.float16, device="spyre")
+    loss = (x @ w).sum()
+    with pytest.raises(spyre.InferenceOnlyError, match="inference-only"):
+        loss.backward()
+
+
+def test_autocast_on_the_device(spyre: ModuleType) -> None:
+    x = torch.ones(2, 64, dtype=torch.float16, device="spyre")
+    with torch.autocast("spyre", dtype=torch.float16):
+        y = x + x
+    assert y.cpu()[0, 0].item() == 2.0
+
+
+def test_inference_mode_and_no_grad(spyre: ModuleType) -> None:
+    model = torch.nn.Linear(64, 64).half().to("spyre")
+    x = torch.ones(2, 64, dtype=torch.float16, device="spyre")
+    with torch.inference_mode():
+        a = model(x).cpu()
+    with torch.no_grad():
+        b = model(x).cpu()
+    assert torch.equal(a, b)
