@@ -1,0 +1,153 @@
+"""Decisions for ops on the device: native, cpu-fallback, unsupported, and their caching."""
+
+from __future__ import annotations
+
+import warnings
+from types import ModuleType
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreDowncastWarning")
+
+
+def _dev(*shape: int) -> torch.Tensor:
+    return torch.ones(*shape, dtype=torch.float16, device="spyre")
+
+
+def test_native_ops_are_counted(spyre: ModuleType) -> None:
+    a = _dev(2, 64)
+    _ = a + a
+    _ = a + a
+    ops = spyre.telemetry.snapshot()["ops"]
+    assert ops["aten.add.Tensor"] == {"native": 2}
+
+
+def test_fallback_warns_once_and_counts_transfers(spyre: ModuleType) -> None:
+    from spyre_sim import _tensor
+
+    _tensor._warned_fallbacks.discard("aten.cumsum.default")
+    x = torch.ones(2, 64, dtype=torch.float16, device="spyre")
+    with spyre.telemetry.record() as rec, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        a = torch.cumsum(x, dim=-1)
+        b = torch.cumsum(x, dim=-1)
+    fallback_warnings = [w for w in seen if issubclass(w.category, spyre.SpyreFallbackWarning)]
+    assert [str(w.message) for w in fallback_warnings] == [
+        "aten.cumsum.default is falling back to cpu"
+    ]
+    assert torch.equal(a.cpu(), b.cpu())
+    assert a.cpu()[0, -1].item() == 64.0
+    snap = rec.snapshot
+    assert snap["fallbacks"] == {"aten.cumsum.default": 2}
+    assert snap["ops"]["aten.cumsum.default"] == {"cpu-fallback": 2}
+    transfers = snap["transfers"]
+    assert transfers["device_to_host"] == 2 and transfers["host_to_device"] == 2
+    assert transfers["device_to_host_bytes"] == 2 * 2 * 64 * 2
+    assert snap["gaps"]["cumsum"]["count"] == 2
+
+
+def test_unsupported_error_has_every_field(spyre: ModuleType) -> None:
+    class Rope(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.sin(x)
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rotary = Rope()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.rotary(x)
+
+    with spyre.use_stack("2026.03"):
+        # at 2026.03 sin is a fallback, so pick an op the release cannot lower: sort
+        x = _dev(2, 64)
+        with pytest.raises(spyre.SpyreLoweringError) as info:
+            torch.sort(x)
+    err = info.value
+    assert err.op == "aten.sort.default"
+    assert err.release == "2026.03"
+    assert err.gap == "sort"
+    assert err.closes_in is None and not err.lasting
+    assert err.dtypes == ("float16",) and err.shapes == ((2, 64),)
+    assert "aten.sort.default(float16[2, 64])" in str(err)
+    model = Model()
+    x = _dev(2, 64)  # filling with ones is not lowered at 2025.12: make it before
+    with spyre.use_stack("2025.12"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", spyre.SpyreFallbackWarning)
+            model(x)  # sin falls back at 2025.12
+        assert spyre.telemetry.snapshot()["gaps"]["sin-cos"]["modules"] == ["rotary"]
+        with pytest.raises(spyre.SpyreLoweringError) as info2:
+            torch.nn.functional.softmax(x, dim=-1)
+    assert info2.value.gap == "softmax"
+    assert info2.value.closes_in == "2026.03"
+    assert spyre.telemetry.snapshot()["errors"]["softmax"] == 1
+
+
+def test_module_path_in_errors(spyre: ModuleType) -> None:
+    inner = torch.nn.Sequential(torch.nn.Identity(), torch.nn.Softmax(dim=-1))
+    outer = torch.nn.Sequential(inner)
+    x = _dev(2, 64)
+    with spyre.use_stack("2025.12"), pytest.raises(spyre.SpyreLoweringError) as info:
+        outer(x)
+    assert info.value.module_path == "0.1"
+    assert "in 0.1" in str(info.value)
+
+
+def test_decisions_are_cached(spyre: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    from spyre_sim import _tensor
+
+    calls: list[str] = []
+    real = _tensor._decide
+
+    def spy(info: object, hargs: object, hkwargs: object) -> object:
+        calls.append(info.name)  # type: ignore[attr-defined]
+        return real(info, hargs, hkwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_tensor, "_decide", spy)
+    a = _dev(2, 64)
+    with spyre.use_stack("2026.05"):
+        for _ in range(5):
+            a = a * 1
+    assert calls.count("aten.mul.Tensor") == 1
+    with spyre.use_stack("2026.06"):  # a new release decides again
+        a = a * 1
+    assert calls.count("aten.mul.Tensor") == 2
+
+
+def test_sdpa_and_gqa_by_release(spyre: ModuleType) -> None:
+    f = torch.nn.functional.scaled_dot_product_attention
+    q = torch.randn(1, 4, 8, 64, dtype=torch.float16).to("spyre")
+    kv = torch.randn(1, 2, 8, 64, dtype=torch.float16).to("spyre")
+    k4 = torch.randn(1, 4, 8, 64, dtype=torch.float16).to("spyre")
+    with spyre.configure(layout_checks=False):
+        with spyre.use_stack("2025.12"), pytest.raises(spyre.SpyreLoweringError) as e1:
+            f(q, k4, k4)
+        assert e1.value.gap == "sdpa"
+        with spyre.use_stack("2026.03"):
+            assert f(q, k4, k4).shape == (1, 4, 8, 64)
+            with pytest.raises(spyre.SpyreLoweringError) as e2:
+                f(q, kv, kv, enable_gqa=True)
+            assert e2.value.gap == "sdpa-gqa" and e2.value.closes_in == "2026.05"
+        with spyre.use_stack("2026.05"):
+            out = f(q, kv, kv, enable_gqa=True)
+    ref = f(q.cpu().float(), kv.cpu().float(), kv.cpu().float(), enable_gqa=True)
+    assert torch.allclose(out.cpu().float(), ref, atol=5e-3, rtol=5e-3)
+
+
+def test_user_release_file(spyre: ModuleType, tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "whatif-2026.11.toml"
+    path.write_text(
+        'schema_version = 1\n[release]\nname = "2026.11"\nbase = "2026.09"\n'
+        'date = 2026-11-20\nsummary = "2026.09 + cumsum on the device"\n'
+        '[gaps]\ncumsum = "closed"\n[ops]\n"aten.cumsum" = "native"\n'
+    )
+    x = _dev(2, 64)
+    with spyre.use_stack(path):
+        torch.cumsum(x, dim=-1)
+    assert spyre.telemetry.snapshot()["ops"]["aten.cumsum.default"] == {"native": 1}
+    assert spyre.telemetry.snapshot()["fallbacks"] == {}
