@@ -626,29 +626,31 @@ class _Reader:
         self._schema(doc)
         self._unknown_keys("", doc, _TOP_RELEASE_KEYS)
         head = self._table("release", doc.get("release"))
-        if head is None:
-            return None
         if "release" not in doc:
             self.problems.append(
                 f"{self.source}: release: missing [release] table with name, base, date, "
                 "summary (got nothing)"
             )
-            return None
-        self._unknown_keys("release", head, _RELEASE_KEYS)
-        name = self._string("release.name", head.get("name")) or ""
-        version: Version | None = None
-        if name:
-            try:
-                version = Version(name)
-            except InvalidVersion:
-                self.problem(
-                    "release.name", 'a release name must be a version such as "2026.11"', name
-                )
-        base = self._string("release.base", head.get("base"), required=False)
-        summary = self._string("release.summary", head.get("summary")) or ""
-        date = self._date(head.get("date"))
+            head = None
+        if head is not None:
+            self._unknown_keys("release", head, _RELEASE_KEYS)
+            name = self._string("release.name", head.get("name")) or ""
+            version: Version | None = None
+            if name:
+                try:
+                    version = Version(name)
+                except InvalidVersion:
+                    self.problem(
+                        "release.name", 'a release name must be a version such as "2026.11"', name
+                    )
+            base = self._string("release.base", head.get("base"), required=False)
+            summary = self._string("release.summary", head.get("summary")) or ""
+            date = self._date(head.get("date"))
+        # The gap and op tables are checked even when the head is broken: all problems at once.
         gap_states = self._gap_states(doc.get("gaps"))
         rules, is_table = self._op_rules(doc.get("ops"))
+        if head is None:
+            return None
         return _Delta(self.source, name, version, base, date, summary, gap_states, rules, is_table)
 
     def _date(self, value: object) -> _dt.date | None:

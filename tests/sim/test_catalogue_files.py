@@ -65,6 +65,12 @@ BROKEN: dict[str, list[str]] = {
     "broken-version.toml": [
         '{file}: release.name: a release name must be a version such as "2026.11" (got "next")',
     ],
+    "broken-tables.toml": [
+        '{file}: release: must be a table (got "2026.11")',
+        '{file}: gaps: must be a table (got ["cumsum"])',
+        '{file}: ops."aten.cumsum": unknown decision; one of native, decomposed, cpu-fallback, '
+        'unsupported, miscompiled (got "quick")',
+    ],
     "broken-types.toml": [
         "{file}: schema_version: unsupported schema version; this loader reads 1 (got 2)",
         "{file}: extra: unknown key; allowed: gaps, ops, release, schema_version (got true)",
