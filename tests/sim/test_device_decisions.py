@@ -42,7 +42,8 @@ def test_fallback_warns_once_and_counts_transfers(spyre: ModuleType) -> None:
     assert snap["fallbacks"] == {"aten.cumsum.default": 2}
     assert snap["ops"]["aten.cumsum.default"] == {"cpu-fallback": 2}
     transfers = snap["transfers"]
-    assert transfers["device_to_host"] == 2 and transfers["host_to_device"] == 2
+    assert transfers["device_to_host"] == 2
+    assert transfers["host_to_device"] == 2
     assert transfers["device_to_host_bytes"] == 2 * 2 * 64 * 2
     assert snap["gaps"]["cumsum"]["count"] == 2
 
@@ -69,8 +70,10 @@ def test_unsupported_error_has_every_field(spyre: ModuleType) -> None:
     assert err.op == "aten.sort.default"
     assert err.release == "2026.03"
     assert err.gap == "sort"
-    assert err.closes_in is None and not err.lasting
-    assert err.dtypes == ("float16",) and err.shapes == ((2, 64),)
+    assert err.closes_in is None
+    assert not err.lasting
+    assert err.dtypes == ("float16",)
+    assert err.shapes == ((2, 64),)
     assert "aten.sort.default(float16[2, 64])" in str(err)
     model = Model()
     x = _dev(2, 64)  # filling with ones is not lowered at 2025.12: make it before
@@ -130,7 +133,8 @@ def test_sdpa_and_gqa_by_release(spyre: ModuleType) -> None:
             assert f(q, k4, k4).shape == (1, 4, 8, 64)
             with pytest.raises(spyre.SpyreLoweringError) as e2:
                 f(q, kv, kv, enable_gqa=True)
-            assert e2.value.gap == "sdpa-gqa" and e2.value.closes_in == "2026.05"
+            assert e2.value.gap == "sdpa-gqa"
+            assert e2.value.closes_in == "2026.05"
         with spyre.use_stack("2026.05"):
             out = f(q, kv, kv, enable_gqa=True)
     ref = f(q.cpu().float(), kv.cpu().float(), kv.cpu().float(), enable_gqa=True)

@@ -18,7 +18,9 @@ def test_stick_align_on_linear_k(spyre: ModuleType) -> None:
     with pytest.raises(spyre.SpyreLayoutError) as info:
         _dev(2, 96) @ _dev(96, 64)
     err = info.value
-    assert err.gap == "stick-align" and err.lasting and err.closes_in is None
+    assert err.gap == "stick-align"
+    assert err.lasting
+    assert err.closes_in is None
     assert "Unsupported stick expression" in str(err)
     assert (_dev(2, 128) @ _dev(128, 96)).shape == (2, 96)  # N need not be aligned
     with spyre.configure(layout_checks=False):
@@ -58,7 +60,8 @@ def test_rank_above_three_before_2026_02(spyre: ModuleType) -> None:
     with spyre.use_stack("2025.12"):
         with pytest.raises(spyre.SpyreLayoutError) as info:
             x3.unsqueeze(0)
-        assert info.value.gap == "rank-4d" and info.value.closes_in == "2026.02"
+        assert info.value.gap == "rank-4d"
+        assert info.value.closes_in == "2026.02"
         assert (x3 + x3).shape == (2, 4, 64)
     with spyre.use_stack("2026.02"):
         assert x3.unsqueeze(0).shape == (1, 2, 4, 64)
@@ -78,7 +81,8 @@ def test_bf16_before_2026_05_is_a_lowering_error(spyre: ModuleType) -> None:
     with spyre.use_stack("2026.03"), spyre.configure(layout_checks=False):
         with pytest.raises(spyre.SpyreLoweringError) as info:
             x + x
-        assert info.value.gap == "bf16" and not isinstance(info.value, spyre.SpyreLayoutError)
+        assert info.value.gap == "bf16"
+        assert not isinstance(info.value, spyre.SpyreLayoutError)
     with spyre.use_stack("2026.05"):
         assert (x + x).dtype == torch.bfloat16
 
@@ -87,7 +91,8 @@ def test_on_device_upcast_before_2026_07(spyre: ModuleType) -> None:
     x = _dev(2, 64)
     with spyre.use_stack("2026.05"), pytest.raises(spyre.SpyreLoweringError) as info:
         x.to(torch.float32)
-    assert info.value.gap == "dtype-cast" and info.value.closes_in == "2026.07"
+    assert info.value.gap == "dtype-cast"
+    assert info.value.closes_in == "2026.07"
     with spyre.use_stack("2026.07"):
         assert x.to(torch.float32).device.type == "spyre"
 
