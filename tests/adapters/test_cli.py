@@ -376,3 +376,36 @@ def test_user_release_file_for_audit_pin_and_check(run: Run, tmp_path: Path) -> 
     check = run("check", "--lock", str(lock), "--stack", str(whatif))
     assert check.code == ExitCode.OK, check.err
     assert '[releases."2026.11"]' in lock.read_text()
+
+
+class _Terminal:
+    """A text stream that says it is a terminal."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_on_a_terminal_unless_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spyre_adapters.cli._output import TableData, _rich, make_console
+
+    table = TableData("t", ["adapter", "status"], [["a", "overdue"]], status_column=1)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    coloured = _Terminal()
+    make_console(coloured).print(_rich(table))  # type: ignore[arg-type]
+    colour = re.compile(r"\x1b\[(?:\d+;)*3[0-7](?:;\d+)*m")  # SGR foreground colours
+    assert colour.search("".join(coloured.parts))
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = _Terminal()
+    make_console(plain).print(_rich(table))  # type: ignore[arg-type]
+    assert not colour.search("".join(plain.parts))  # bold may stay: NO_COLOR is about colour

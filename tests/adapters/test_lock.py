@@ -185,3 +185,20 @@ def test_lock_file_is_toml_with_schema_version(registry: Registry, tmp_path: Pat
     assert "schema_version = 1\n" in text
     assert '[releases."2026.02"]' in text
     assert isinstance(read_lock(path), Lock)
+
+
+def test_a_failed_write_leaves_the_old_lock(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "spyre-adapters.lock"
+    write_lock(pin(registry, "2026.05"), path)
+    before = path.read_bytes()
+
+    def fail(src: str, dst: Path) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr("spyre_adapters.lock.os.replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_lock(pin(registry, "2026.09"), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["spyre-adapters.lock"]
