@@ -167,7 +167,7 @@ def mem_pool_cache_concat(args: Sequence[Any], kwargs: dict[str, Any], out: Any)
     dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
     if len(tensors) != 2 or not isinstance(out, torch.Tensor) or out.dim() != 4:
         return None
-    if dim % 4 != 2 or tensors[0].shape[-2] == 0:
+    if any(t.dim() != 4 for t in tensors) or dim % 4 != 2 or tensors[0].shape[-2] == 0:
         return None
     wrong = out.clone()
     wrong.narrow(2, 0, tensors[0].shape[-2]).zero_()
