@@ -148,11 +148,30 @@ def test_generate_greedy_matches_cpu(spyre: ModuleType, tmp_path: Path) -> None:
     with torch.no_grad():
         expected = cpu.generate(ids, max_new_tokens=4, do_sample=False)
     model = _on_device(cpu)
-    with spyre.use_stack(_fixed(tmp_path, "rotate-half")), spyre.configure(layout_checks=False):
-        with spyre.telemetry.record() as rec, torch.no_grad():
-            got = model.generate(ids.to("spyre"), max_new_tokens=4, do_sample=False)
+    with (
+        spyre.use_stack(_fixed(tmp_path, "rotate-half")),
+        spyre.configure(layout_checks=False),
+        spyre.telemetry.record() as rec,
+        torch.no_grad(),
+    ):
+        got = model.generate(ids.to("spyre"), max_new_tokens=4, do_sample=False)
     assert got.cpu().tolist() == expected.tolist()
     assert rec.snapshot["fallbacks"]  # bookkeeping ops of generate() ran on the host
+
+
+def _attempt(spyre: ModuleType, name: str, model: Any, ids: torch.Tensor) -> tuple[Any, Any]:
+    """Run at release ``name``: (output or the lowering error, telemetry of the run)."""
+    result: Any
+    with (
+        spyre.use_stack(name),
+        spyre.configure(layout_checks=False),
+        spyre.telemetry.record() as rec,
+    ):
+        try:
+            result = _output(model, ids.to("spyre"))
+        except spyre.SpyreLoweringError as err:
+            result = err
+    return result, rec.snapshot
 
 
 @pytest.mark.parametrize("build", [_gpt2, _bert], ids=["gpt2", "bert"])
@@ -167,19 +186,15 @@ def test_across_releases(spyre: ModuleType, build: Callable[[], Any]) -> None:
     outcomes: dict[str, str] = {}
     names = spyre.builtin_catalogue().names
     for name in names:
-        with spyre.use_stack(name), spyre.configure(layout_checks=False):
-            with spyre.telemetry.record() as rec:
-                try:
-                    out = _output(model, ids.to("spyre"))
-                except spyre.SpyreLoweringError as err:
-                    assert err.release == name
-                    assert err.gap
-                    outcomes[name] = f"error:{err.gap}"
-                    continue
-        if _cosine(out, reference) >= 0.999:
+        result, snap = _attempt(spyre, name, model, ids)
+        if isinstance(result, spyre.SpyreLoweringError):
+            assert result.release == name
+            assert result.gap
+            outcomes[name] = f"error:{result.gap}"
+        elif _cosine(result, reference) >= 0.999:
             outcomes[name] = "match"
         else:
-            assert rec.snapshot["miscompiles"], f"{name}: logits differ with no miscompile"
-            outcomes[name] = "miscompiled:" + ",".join(rec.snapshot["miscompiles"])
+            assert snap["miscompiles"], f"{name}: logits differ with no miscompile"
+            outcomes[name] = "miscompiled:" + ",".join(snap["miscompiles"])
     assert outcomes[names[0]].startswith("error:")
     assert outcomes[names[-1]] == "match", outcomes
