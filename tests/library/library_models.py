@@ -222,3 +222,25 @@ def recording(within: list[nn.Module] | None = None) -> Iterator[AtenRecorder]:
     finally:
         for handle in handles:
             handle.remove()
+
+
+PIXELS = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+
+
+def vision_model(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
+    """A tiny vision encoder (32x32 images, 8x8 patches) with seeded random weights."""
+    from transformers import AutoConfig, AutoModel
+
+    sizes: dict[str, Any] = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "image_size": 32,
+        "patch_size": 8,
+        "num_channels": 3,
+    }
+    sizes.update(overrides)
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(AutoConfig.for_model(model_type, **sizes))
+    return randomize(model, seed).eval()

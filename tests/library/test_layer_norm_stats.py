@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from library_models import (
+    PIXELS,
+    PROMPT,
+    apply,
+    assert_rollback_exact,
+    assert_same_greedy,
+    causal_lm,
+    cosine,
+    families,
+    last_hidden,
+    recording,
+    vision_model,
+)
+
+from spyre_adapters.library.layer_norm_stats import adapter
+
+FAMILIES = families("layernorm-fp32-stats")
+VISION = {"vit", "clip_vision_model", "dinov2"}
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_same_results_as_stock(model_type: str) -> None:
+    if model_type in VISION:
+        stock, adapted = vision_model(model_type), vision_model(model_type)
+        assert adapter.matches(adapted)
+        apply(adapter, adapted)
+        ref = last_hidden(stock, pixel_values=PIXELS)
+        out = last_hidden(adapted, pixel_values=PIXELS)
+        assert cosine(out, ref) >= 0.9999
+        return
+    stock, adapted = causal_lm(model_type), causal_lm(model_type)
+    assert adapter.matches(adapted)
+    apply(adapter, adapted)
+    assert not adapter.matches(adapted), "an adapted model must not match again"
+    assert_same_greedy(stock, adapted)
+
+
+def test_forward_has_no_fused_layer_norm() -> None:
+    model = causal_lm("gpt2")
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    with recording(within=norms) as seen:
+        model(PROMPT, use_cache=False)
+    assert "aten.native_layer_norm" in seen.ops
+    apply(adapter, model)
+    with recording(within=norms) as seen:
+        model(PROMPT, use_cache=False)
+    assert "aten.native_layer_norm" not in seen.ops
+    assert "aten.pow" not in seen.ops
+
+
+def test_constant_rows_give_the_bias_not_nan() -> None:
+    norm = torch.nn.LayerNorm(64)
+    with torch.no_grad():
+        norm.bias.copy_(torch.linspace(-1, 1, 64))
+    holder = torch.nn.Sequential(norm)
+    apply(adapter, holder)
+    rows = torch.full((3, 64), 7.25, dtype=torch.float16)
+    out = holder(rows)
+    assert out.dtype == torch.float16
+    assert torch.isfinite(out).all()
+    assert torch.allclose(out.float(), norm.bias.half().float())
+
+
+def test_rollback_restores_the_model_exactly() -> None:
+    def probe(m: torch.nn.Module) -> torch.Tensor:
+        with torch.no_grad():
+            return m(PROMPT).logits  # type: ignore[no-any-return]
+
+    assert_rollback_exact(adapter, causal_lm("gpt2"), probe)
+
+
+def test_does_not_match_rms_norm_models() -> None:
+    assert not adapter.matches(causal_lm("llama"))
