@@ -14,6 +14,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -47,8 +48,10 @@ def _case(
         max_position_embeddings=max(seq, 64),
     )
     config._attn_implementation = "sdpa"
-    cpu = LlamaForCausalLM(config).eval().half()
-    dev = LlamaForCausalLM(config).eval().half()
+    cpu: Any = LlamaForCausalLM(config)
+    dev: Any = LlamaForCausalLM(config)
+    cpu.eval().half()
+    dev.eval().half()
     dev.load_state_dict(cpu.state_dict())
     dev.to("spyre")
     ids = torch.randint(0, config.vocab_size, (batch, seq))

@@ -72,7 +72,7 @@ class SpyreTensor(torch.Tensor):
         telemetry.count_transfer(False, _nbytes(self._host))
         return self._host.tolist()
 
-    def backward(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def backward(self, *args: Any, **kwargs: Any) -> None:
         """Refused: the device is inference-only. (PyTorch's autograd engine would run the
         backward on a C++ device thread, which aborts the process for a Python backend; so
         ``torch.autograd.grad`` on spyre tensors must not be called either.)"""
@@ -92,7 +92,7 @@ class SpyreTensor(torch.Tensor):
         return _wrap(inner["_host"])
 
     @classmethod
-    def __torch_dispatch__(
+    def __torch_dispatch__(  # type: ignore[override]
         cls,
         func: OpOverload,
         types: Any,
@@ -103,7 +103,7 @@ class SpyreTensor(torch.Tensor):
 
 
 def _wrap(host: torch.Tensor) -> SpyreTensor:
-    t: SpyreTensor = torch.Tensor._make_wrapper_subclass(  # type: ignore[attr-defined]
+    t: SpyreTensor = torch.Tensor._make_wrapper_subclass(
         SpyreTensor,
         host.shape,
         strides=host.stride(),
@@ -290,7 +290,9 @@ class _OpInfo:
         self.overload = func._overloadname
         self.name = f"{self.packet}.{self.overload}"
         self.is_view = bool(func.is_view)
-        self.qualname = func.name()
+        self.qualname = (
+            f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+        )
         # returns: index of the input they alias and write (in-place/out=), or -1 if fresh,
         # or -2 if a view of an input (never rounded: rounding a view breaks aliasing)
         fresh: list[int] = []
@@ -426,7 +428,7 @@ def _unwrap_list(items: Any, info: _OpInfo, sig: list[Any] | None) -> Any:
 
 
 def _unwrap(args: Sequence[Any], info: _OpInfo, sig: list[Any] | None) -> list[Any]:
-    out = []
+    out: list[Any] = []
     for x in args:
         if type(x) is SpyreTensor:
             h = x._host
@@ -590,9 +592,9 @@ def _decide(info: _OpInfo, hargs: Sequence[Any], hkwargs: dict[str, Any]) -> _Ve
     if decision is Decision.FALLBACK:
         return _Verdict(decision, rule.gap)
     for r in layout.active_rules(release, info.packet, settings.layout_checks):
-        reason = r.check(info.packet, hargs, hkwargs)
-        if reason is not None:
-            text = f"{reason} (real stack: '{r.text}')" if r.text else reason
+        broken = r.check(info.packet, hargs, hkwargs)
+        if broken is not None:
+            text = f"{broken} (real stack: '{r.text}')" if r.text else broken
             cls = SpyreLayoutError if r.layout else SpyreLoweringError
             return _Verdict(Decision.UNSUPPORTED, r.gap, (r.gap, text, cls))
     found = []

@@ -26,7 +26,8 @@ from spyre_sim import _modules, _tensor, backend
 
 __all__ = ["register"]
 
-_libraries: list[torch.library.Library] = []
+_libraries: list[Any] = []
+_Library: Any = torch.library.Library  # untyped in torch's stubs
 
 
 def _empty_memory_format(
@@ -82,13 +83,13 @@ def register() -> None:
     if getattr(torch, "spyre", None) is None:
         _setup_privateuseone_for_python_backend("spyre", backend_module=backend)
     _tensor.DEVICE = torch.device("spyre", 0)
-    aten = torch.library.Library("aten", "IMPL")
+    aten = _Library("aten", "IMPL")
     aten.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
     aten.impl("empty_strided", _empty_strided, "PrivateUse1")
     aten.impl("_copy_from", _copy_from, "PrivateUse1")
     aten.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
     aten.impl("scaled_dot_product_attention", _sdpa_whole, "AutogradPrivateUse1")
-    autocast = torch.library.Library("_", "IMPL")
+    autocast = _Library("_", "IMPL")
     autocast.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     _libraries.extend([aten, autocast])
     _modules.install()
