@@ -26,7 +26,7 @@ from spyre_adapters.audit import AuditReport, audit_diff, audit_release
 from spyre_adapters.cli._context import registry_for
 from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import TableData, add_output_options, diagnose, emit
-from spyre_adapters.lifecycle import AdapterStatus, Lifecycle, Status
+from spyre_adapters.lifecycle import AdapterStatus, Lifecycle
 from spyre_adapters.registry import Registry
 from spyre_adapters.waivers import Waiver, load_waivers
 
@@ -142,10 +142,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         report = audit_release(registry, args.stack, **options)
         document = report.to_json()
+        tables = [_table(report)]
         failed_verdicts = 0
         if args.verify:
-            failed_verdicts = _verify(report, registry, document)
-        emit(args, document, [_table(report)])
+            failed_verdicts = _verify(report, registry, document, tables)
+        emit(args, document, tables)
         if failed_verdicts:
             diagnose(f"{failed_verdicts} retirable adapter(s) failed verification")
             return ExitCode.FINDINGS
@@ -162,17 +163,26 @@ def _side(row: AdapterStatus | None) -> str:
     return "-" if row is None else f"{row.version} {row.status.value}"
 
 
-def _verify(report: AuditReport, registry: Registry, document: dict[str, Any]) -> int:
+def _verify(
+    report: AuditReport, registry: Registry, document: dict[str, Any], tables: list[TableData]
+) -> int:
     module = importlib.import_module(VERIFY_MODULE)
     release = Lifecycle(registry).release(report.release)
     verdicts = list(module.verify_retirable(report, release, registry))
     document["verification"] = [
-        {"adapter": v.adapter, "verified": bool(v.verified), "detail": str(v.detail)}
+        v.to_json()
+        if callable(getattr(v, "to_json", None))
+        else {"adapter": v.adapter, "verified": bool(v.verified), "detail": str(v.detail)}
         for v in verdicts
     ]
-    retirable = {
-        row.name for row in report.rows if row.status in (Status.RETIRABLE, Status.RETIRED)
-    }
+    tables.append(
+        TableData(
+            f"Retirement verification at stack {report.release}",
+            ["adapter", "verified", "detail"],
+            [[v.adapter, "yes" if v.verified else "no", str(v.detail)] for v in verdicts],
+        )
+    )
+    retirable = {row.name for row in report.retirable()}
     failed = [v for v in verdicts if v.adapter in retirable and not v.verified]
     for verdict in failed:
         diagnose(f"{verdict.adapter} is not verified retirable: {verdict.detail}")
