@@ -110,7 +110,9 @@ def base_model(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
     return randomize(model, seed).eval()
 
 
-def greedy(model: nn.Module, steps: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+def greedy(
+    model: nn.Module, steps: int = 4, prompt: torch.Tensor | None = None, **inputs: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Prefill + ``steps`` greedy decode steps: (generated tokens, per-step logits)."""
     from transformers import GenerationConfig
 
@@ -124,17 +126,25 @@ def greedy(model: nn.Module, steps: int = 4) -> tuple[torch.Tensor, torch.Tensor
         return_dict_in_generate=True,
         output_logits=True,
     )
+    ids = PROMPT if prompt is None else prompt
     with torch.no_grad():
         out = model.generate(  # type: ignore[operator]
-            PROMPT, attention_mask=torch.ones_like(PROMPT), generation_config=gen_config
+            ids, attention_mask=torch.ones_like(ids), generation_config=gen_config, **inputs
         )
-    return out.sequences[:, PROMPT.shape[1] :], torch.stack(out.logits)
+    return out.sequences[:, ids.shape[1] :], torch.stack(out.logits)
 
 
-def assert_same_greedy(stock: nn.Module, adapted: nn.Module, *, atol: float = 1e-4) -> None:
+def assert_same_greedy(
+    stock: nn.Module,
+    adapted: nn.Module,
+    *,
+    atol: float = 1e-4,
+    prompt: torch.Tensor | None = None,
+    **inputs: Any,
+) -> None:
     """Identical greedy tokens over prefill + 4 decode steps; logits close too."""
-    tokens_ref, logits_ref = greedy(stock)
-    tokens, logits = greedy(adapted)
+    tokens_ref, logits_ref = greedy(stock, prompt=prompt, **inputs)
+    tokens, logits = greedy(adapted, prompt=prompt, **inputs)
     assert torch.equal(tokens, tokens_ref), f"greedy tokens differ: {tokens} vs stock {tokens_ref}"
     assert logits.shape[-1] == logits_ref.shape[-1], "vocab changed"
     diff = (logits - logits_ref).abs().max().item()
@@ -243,4 +253,43 @@ def vision_model(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
     sizes.update(overrides)
     torch.manual_seed(seed)
     model = AutoModel.from_config(AutoConfig.for_model(model_type, **sizes))
+    return randomize(model, seed).eval()
+
+
+IMAGE_TOKEN = 3
+IMAGE_TOKENS = 16  # (32 / 8) ** 2 patches
+VLM_PROMPT = torch.tensor([[5, 17, *([IMAGE_TOKEN] * IMAGE_TOKENS), 42, 99, 7]])
+
+
+def vision_language_model(model_type: str, seed: int = 0) -> nn.Module:
+    """A tiny image-text model: 32x32 images of 16 patches spliced into a tiny decoder."""
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    vision: dict[str, Any] = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "image_size": 32,
+        "patch_size": 8,
+    }
+    if model_type == "llava":
+        vision["model_type"] = "clip_vision_model"
+        text = config_for("llama").to_dict()
+        extra: dict[str, Any] = {
+            "vision_feature_layer": -1,
+            "vision_feature_select_strategy": "default",
+            "image_seq_length": IMAGE_TOKENS,
+        }
+    elif model_type == "paligemma":
+        vision["model_type"] = "siglip_vision_model"
+        text = config_for("gemma").to_dict()
+        extra = {"projection_dim": 64}
+    else:
+        raise ValueError(f"no tiny recipe for {model_type}")
+    config = AutoConfig.for_model(
+        model_type, vision_config=vision, text_config=text, image_token_id=IMAGE_TOKEN, **extra
+    )
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(config)
     return randomize(model, seed).eval()
