@@ -33,7 +33,6 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +43,12 @@ from spyre_adapters.errors import ManifestError, Problem
 from spyre_adapters.stacks import CatalogueLike, is_lasting
 
 if sys.version_info >= (3, 11):
+    from importlib.resources.abc import Traversable
+
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
+    from importlib.abc import Traversable
+
     import tomli as tomllib
 
 __all__ = [

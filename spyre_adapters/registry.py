@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
 import types
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import pluggy
@@ -32,6 +32,11 @@ from spyre_adapters.errors import (
 )
 from spyre_adapters.manifest import Manifest, load_manifests
 from spyre_adapters.stacks import CatalogueLike, default_catalogue
+
+if sys.version_info >= (3, 11):
+    from importlib.resources.abc import Traversable
+else:  # pragma: no cover - exercised on 3.10 only
+    from importlib.abc import Traversable
 
 __all__ = ["DISABLE_ENV", "Registry", "build_registry"]
 
