@@ -55,6 +55,9 @@ class Registry:
         self.catalogue = catalogue
         self._manifests: dict[tuple[str, Version], Manifest] = {}
         self._sources: dict[tuple[str, Version], str] = {}
+        # name -> versions oldest first; the sorted views are rebuilt on add, not on read
+        self._by_name: dict[str, tuple[Manifest, ...]] = {}
+        self._sorted: tuple[Manifest, ...] = ()
         self._plugin: str | None = None
         self.plugins: list[str] = []
 
@@ -87,6 +90,14 @@ class Registry:
         for manifest in pending:
             self._manifests[manifest.key] = manifest
             self._sources[manifest.key] = batch[manifest.key]
+        grouped: dict[str, list[Manifest]] = {}
+        for manifest in pending:
+            grouped.setdefault(manifest.name, []).append(manifest)
+        for name, added in grouped.items():
+            merged = [*self._by_name.get(name, ()), *added]
+            self._by_name[name] = tuple(sorted(merged, key=lambda m: m.version))
+        if pending:
+            self._sorted = tuple(m for name in sorted(self._by_name) for m in self._by_name[name])
 
     def load_directory(
         self, root: Traversable | Path | str, *, source: str | None = None
@@ -105,19 +116,19 @@ class Registry:
         return iter(self.manifests())
 
     def __contains__(self, name: object) -> bool:
-        return any(key[0] == name for key in self._manifests)
+        return name in self._by_name
 
     def manifests(self) -> tuple[Manifest, ...]:
         """Every manifest, sorted by name then version."""
-        return tuple(self._manifests[key] for key in sorted(self._manifests))
+        return self._sorted
 
     def names(self) -> list[str]:
         """Adapter names, sorted."""
-        return sorted({key[0] for key in self._manifests})
+        return sorted(self._by_name)
 
     def versions(self, name: str) -> tuple[Manifest, ...]:
         """Every version of adapter ``name``, oldest first (empty when unknown)."""
-        return tuple(self._manifests[key] for key in sorted(self._manifests) if key[0] == name)
+        return self._by_name.get(name, ())
 
     def get(self, name: str, version: Version | str | None = None) -> Manifest:
         """The manifest of ``name`` at ``version`` (default: the highest version)."""
