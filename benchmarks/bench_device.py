@@ -4,7 +4,9 @@ Run: ``python benchmarks/bench_device.py [--repeats N]``. Both models use random
 from ``LlamaConfig`` (no downloads) and run in fp16 under ``torch.inference_mode()`` with
 numerics emulation on; layout checks are off (the tiny config's head_dim is below a stick)
 and the stack is the newest built-in release. Prints the median times and the device/CPU
-ratio for each model (targets: tiny <= 4x, medium <= 1.5x).
+ratio for each model (targets: tiny <= 4x, medium <= 1.5x). One intra-op thread by default:
+with OpenMP threads on a busy machine, tiny kernels wait for each other far longer than they
+run.
 """
 
 from __future__ import annotations
@@ -74,7 +76,14 @@ def _case(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads for both runs (default 1: stable timings on a shared machine)",
+    )
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")  # fallback / downcast warnings are expected here
     cases = [
         _case("tiny (b2 s32 h64 l2)", 64, 2, 4, 32, 2, args.repeats),

@@ -15,9 +15,9 @@ Every ATen op on a ``spyre`` tensor arrives in :func:`_dispatch` (``__torch_disp
 
 from __future__ import annotations
 
+import gc
 import warnings
-import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -39,7 +39,6 @@ from spyre_sim.stack import current_stack, stack_generation
 DEVICE = torch.device("meta")  # becomes torch.device("spyre", 0) in spyre_sim.device.register()
 _HOST = torch.device("cpu")
 
-_live: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
 
 _FLOAT_WIDE = (torch.float32, torch.float64)
 _STORE_AS: dict[torch.dtype, torch.dtype] = {
@@ -113,9 +112,6 @@ def _wrap(host: torch.Tensor) -> SpyreTensor:
         requires_grad=False,
     )
     t._host = host
-    _live[id(host)] = (
-        host  # the host, not the wrapper: swap_tensors refuses weak-referenced tensors
-    )
     return t
 
 
@@ -124,11 +120,16 @@ def _nbytes(t: torch.Tensor) -> int:
 
 
 def memory_allocated() -> int:
-    """Bytes of the host storages behind live ``spyre`` tensors (each storage once)."""
+    """Bytes of the host storages behind live ``spyre`` tensors (each storage once).
+
+    Found by a scan of the garbage collector's objects when asked, so that the op hot path
+    keeps no registry (and no weak reference: ``swap_tensors`` refuses weak-referenced
+    tensors, and ``model.to`` swaps parameters). A scan costs milliseconds."""
     seen: dict[int, int] = {}
-    for host in list(_live.values()):
-        storage = host.untyped_storage()
-        seen[storage.data_ptr()] = storage.nbytes()
+    for obj in gc.get_objects():
+        if type(obj) is SpyreTensor:
+            storage = obj._host.untyped_storage()
+            seen[storage.data_ptr()] = storage.nbytes()
     return sum(seen.values())
 
 
@@ -265,6 +266,7 @@ class _OpInfo:
 
     __slots__ = (
         "cache",
+        "call",
         "fresh",
         "is_view",
         "kind",
@@ -290,6 +292,7 @@ class _OpInfo:
         self.overload = func._overloadname
         self.name = f"{self.packet}.{self.overload}"
         self.is_view = bool(func.is_view)
+        self.call: Callable[..., Any] = func._op
         self.qualname = (
             f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
         )
@@ -492,7 +495,7 @@ def _run(
     if decision is Decision.FALLBACK:
         return _fallback(func, info, verdict, args, hargs, hkwargs)
 
-    out = func(*hargs, **hkwargs)
+    out = info.call(*hargs, **hkwargs)  # the C++ op, without OpOverload.__call__
     if not verdict.miscompiles:
         return _finish(info, args, out)
     out, neg_source = _miscompile(verdict, args, kwargs or {}, out)
