@@ -214,3 +214,16 @@ def test_same_name_and_version_in_two_files(catalogue: FakeCatalogue, tmp_path: 
     assert str(problem) == (
         f"{copy}: version: adapter 'beta' version 1.0 is also declared in {source}"
     )
+
+
+def test_empty_gaps_and_undecodable_files(catalogue: FakeCatalogue, tmp_path: Path) -> None:
+    text = (DATA / "valid" / "beta" / "1.0.toml").read_text()
+    no_gaps = tmp_path / "no-gaps.toml"
+    no_gaps.write_text(text.replace('gaps = ["stick-align"]', "gaps = []"))
+    assert by_key(problems_of(no_gaps, catalogue)) == {
+        "gaps": ["must list at least one gap id (an adapter bridges something)"]
+    }
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes(text.replace("Pad", "P\xe4d").encode("latin-1"))
+    (problem,) = problems_of(latin1, catalogue)
+    assert problem.message.startswith("is not UTF-8 text: ")
