@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from spyre_adapters.errors import UnknownReleaseError
 
@@ -103,6 +103,14 @@ def release_of(
     for release in catalogue.releases:
         if release.name == text:
             return release
+    try:  # "2026.5" names the same release as "2026.05"
+        wanted = Version(text)
+    except InvalidVersion:
+        pass
+    else:
+        for release in catalogue.releases:
+            if release.version == wanted:
+                return release
     if isinstance(stack, os.PathLike) or text.endswith(".toml") or Path(text).is_file():
         module: Any = importlib.import_module("spyre_sim.catalogue")
         return cast(ReleaseLike, module.resolve_stack(text))

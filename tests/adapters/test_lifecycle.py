@@ -131,6 +131,12 @@ def test_diff_between_two_releases(registry: Registry, today: _dt.date) -> None:
     ]
 
 
+def test_release_names_compare_as_versions(registry: Registry, today: _dt.date) -> None:
+    lifecycle = Lifecycle(registry, today=today)
+    assert lifecycle.release("2026.5").name == "2026.05"
+    assert lifecycle.status_at("2026.8") == lifecycle.status_at("2026.08")
+
+
 def test_unknown_release_lists_the_known_ones(registry: Registry) -> None:
     with pytest.raises(UnknownReleaseError) as info:
         status_at(registry, "2026.04")
