@@ -25,7 +25,7 @@ from torch import nn
 
 from spyre_adapters.contract import ModelEdit
 
-__all__ = ["RmsNormInputDtype", "adapter"]
+__all__ = ["RmsNormInputDtype", "adapter", "rms_form"]
 
 _EPS_NAMES = ("variance_epsilon", "eps", "epsilon")
 _MARK = "_spyre_rms_norm"
@@ -69,7 +69,7 @@ def _rms_forward(eps_name: str, unit_offset: bool) -> Callable[..., torch.Tensor
     return forward
 
 
-def _form(module: nn.Module) -> tuple[str, bool] | None:
+def rms_form(module: nn.Module) -> tuple[str, bool] | None:
     """``(eps attribute, unit offset?)`` when ``module`` is an RMSNorm, else None."""
     if isinstance(module, (nn.LayerNorm, nn.GroupNorm)) or not _one_argument_forward(module):
         return None
@@ -104,7 +104,7 @@ class RmsNormInputDtype:
     def _targets(self, model: nn.Module) -> list[tuple[nn.Module, tuple[str, bool]]]:
         forms: list[tuple[nn.Module, tuple[str, bool]]] = []
         for module in model.modules():
-            form = _form(module)
+            form = rms_form(module)
             if form is not None:
                 forms.append((module, form))
         return forms
