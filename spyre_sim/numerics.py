@@ -31,8 +31,15 @@ the finite -65472 on the device, as it becomes a finite -3.35e7 on the real card
 from __future__ import annotations
 
 import math
+from types import ModuleType
 
 import torch
+
+_np: ModuleType | None
+try:
+    import numpy as _np
+except ImportError:  # pragma: no cover - NumPy ships with Transformers
+    _np = None
 
 __all__ = [
     "DL16_BIAS",
@@ -124,23 +131,37 @@ def dl16_decode(bits: torch.Tensor) -> torch.Tensor:
 
 
 def round_to_dl16_(values: torch.Tensor) -> torch.Tensor:
-    """Round a float16 tensor to the DL16-representable set **in place**; returns it.
+    """Round a float16 CPU tensor to the DL16-representable set **in place**; returns it.
 
-    Seven elementwise kernels on the ``int16`` view, six of them in place (no lookup table:
-    gathers are slower than this on the CPU):
+    Works on the ``int16`` view of the bits (sign-magnitude): every finite fp16 normal with
+    an odd last fraction bit is a tie and goes up by one in magnitude (ties away from zero;
+    a carry into the exponent is correct); zero, subnormals (all DL16-representable), inf
+    and NaN are left alone. Before that, if a magnitude of 65504 or more is present, the
+    tensor is clamped to +-65472 (65504 rounds to 65536 and inf converts to 3.35e7, neither
+    of which fp16 can hold; NaN passes ``clamp`` unchanged).
 
-    1. ``v = bits & 0x7C00`` (exponent field), ``v += 0x400`` (exponent 31 wraps negative),
-       ``v = v > 0x400``: 1 for finite normals, 0 for zero, subnormals, inf and NaN;
-    2. ``bits += v`` then ``bits &= ~v``: adds half a DL16 ulp and truncates, i.e. rounds the
-       dropped last fp16 fraction bit (always a tie) away from zero; carries into the exponent
-       are correct because the pattern is sign-magnitude;
-    3. clamp to +-65472: infinities and 65504 (which rounds to 65536) are held as the largest
-       DL16 value fp16 can represent. NaN passes through ``clamp`` unchanged.
+    The integer steps run on a NumPy view of the same memory: five NumPy ufunc calls cost
+    far less than five PyTorch op calls on the small tensors a model produces, and give the
+    same bits (checked exhaustively by the tests). Without NumPy, PyTorch ops do the same.
     """
+    if _np is None or values.numel() == 0:
+        return _round_torch_(values)
+    bits = values.numpy().view(_np.int16)
+    magnitude = bits & 0x7FFF
+    if magnitude.max() >= 0x7BFF:  # 65504, inf or NaN present
+        values.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
+        _np.bitwise_and(bits, 0x7FFF, out=magnitude)
+    magnitude -= 0x400  # finite normals: 0x400..0x7BFF -> 0..0x77FF; others wrap above
+    normal = magnitude.view(_np.uint16) < 0x7800
+    bits += bits & normal  # +1 exactly for odd finite normals
+    return values
+
+
+def _round_torch_(values: torch.Tensor) -> torch.Tensor:
     bits = values.view(torch.int16)
     v = torch.bitwise_and(bits, 0x7C00)
-    v.add_(0x400)
-    v.gt_(0x400)
+    v.add_(0x400)  # exponent 31 wraps negative
+    v.gt_(0x400)  # 1 for finite normals
     bits.add_(v)
     bits.bitwise_and_(v.bitwise_not_())
     values.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)

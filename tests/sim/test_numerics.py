@@ -115,3 +115,12 @@ def test_bfloat16_is_native(spyre: ModuleType) -> None:
     y = x.to("spyre") * 1
     assert y.dtype == torch.bfloat16
     assert y.cpu().item() == x.item()
+
+
+def test_torch_only_rounding_matches_too() -> None:
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    fast = numerics._round_torch_(every.clone())
+    slow = numerics.dl16_host_value(every)
+    nan = torch.isnan(every)
+    assert torch.isnan(fast[nan]).all()
+    assert torch.equal(fast[~nan].view(torch.int16), slow[~nan].view(torch.int16))
