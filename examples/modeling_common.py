@@ -38,7 +38,8 @@ class ModelTester:
 
     def prepare_config_and_inputs(self) -> tuple[PretrainedConfig, dict[str, torch.Tensor]]:
         input_ids = ids_tensor([self.batch_size, self.seq_length], self.vocab_size)
-        attention_mask = torch.ones_like(input_ids)
+        attention_mask = torch.ones(self.batch_size, self.seq_length, dtype=torch.long)
+        attention_mask = attention_mask.to(torch_device)
         return self.get_config(), {"input_ids": input_ids, "attention_mask": attention_mask}
 
 

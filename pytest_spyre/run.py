@@ -22,6 +22,7 @@ merges them, so its summary and JSON report equal a serial run's.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from collections.abc import Generator, Iterator
@@ -35,11 +36,18 @@ from torch import nn
 from pytest_spyre import report as report_mod
 from pytest_spyre import summary as summary_mod
 from pytest_spyre.adapters import AdapterView
+from pytest_spyre.backward_guard import BackwardGuard
 from pytest_spyre.options import SpyreOptions
 from pytest_spyre.placement import Placement
 from pytest_spyre.record import Agreement, Blocker, TestRecord
 from spyre_sim import InferenceOnlyError, SpyreLoweringError, SpyreSimError
-from spyre_sim.catalogue import GapState, Release, builtin_catalogue, resolve_stack
+from spyre_sim.catalogue import (
+    GapState,
+    Release,
+    builtin_catalogue,
+    catalogue_for,
+    resolve_stack,
+)
 from spyre_sim.settings import configure
 from spyre_sim.stack import current_stack, use_stack
 from spyre_sim.telemetry import diff as telemetry_diff
@@ -65,6 +73,28 @@ def _chain(exc: BaseException | None) -> Iterator[BaseException]:
 
 def _find(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
     return next((e for e in _chain(exc) if isinstance(e, kind)), None)
+
+
+def _is_training_op(op: str) -> bool:
+    """An op only training dispatches: a loss (``aten.nll_loss_forward``, ``aten.mse_loss``...;
+    an inference-only stack has no loss kernels) or dropout in training mode
+    (``aten.native_dropout``; in eval mode dropout dispatches nothing)."""
+    parts = op.split(".")
+    packet = parts[1] if len(parts) > 1 else op
+    return "loss" in packet or "dropout" in packet
+
+
+def _in_backward(exc: BaseException | None) -> bool:
+    """Whether a device error was raised under ``torch.autograd.backward``/``grad``: autograd
+    runs some ops (``ones_like`` for the seed gradient) before its engine starts, so on an old
+    release the first error a backward meets is a lowering error, not ``InferenceOnlyError``."""
+    tb = exc.__traceback__ if exc is not None else None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in ("backward", "grad") and "autograd" in code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 class SpyreRun:
@@ -109,14 +139,14 @@ class SpyreRun:
             "layout_checks": opts.layout_checks,
         }
         if opts.unsupported != "fail":
+            if "unsupported" not in inspect.signature(configure).parameters:
+                raise pytest.UsageError(
+                    f"--spyre-unsupported: {opts.unsupported!r} (from "
+                    f"{(opts.sources or {}).get('spyre_unsupported')}) needs host fallback of "
+                    "unsupported ops, which the installed spyre_sim does not offer yet; use fail"
+                )
             configure_kwargs["unsupported"] = opts.unsupported
-        try:
-            self._stack.enter_context(configure(**configure_kwargs))
-        except TypeError as exc:
-            raise pytest.UsageError(
-                f"--spyre-unsupported: {opts.unsupported!r} needs host fallback of unsupported "
-                f"ops, which this spyre_sim does not offer ({exc}); use fail"
-            ) from exc
+        self._stack.enter_context(configure(**configure_kwargs))
         self._load_adapters()
         self.placement = Placement(
             prepare=self._prepare,
@@ -126,6 +156,9 @@ class SpyreRun:
         )
         self.placement.install()
         self._stack.callback(self.placement.uninstall)
+        guard = BackwardGuard()
+        guard.install()
+        self._stack.callback(guard.uninstall)
 
     def stop(self) -> None:
         self._unbind_host_device()
@@ -190,8 +223,8 @@ class SpyreRun:
         gap = self._xfail_gap(item)
         if gap is not None:
             rec.xfail_gap = gap
-            known = builtin_catalogue().gaps
-            if gap not in known and gap not in self.release.gap_states:
+            known = catalogue_for(self.release).gaps
+            if gap not in known:
                 pytest.fail(
                     f"spyre_xfail(gap={gap!r}): unknown gap id; known gaps: "
                     f"{', '.join(sorted(known))}",
@@ -227,26 +260,36 @@ class SpyreRun:
         rec = item.stash.get(_RECORD_KEY, None)
         if rec is None:  # not set up by us (collection-time report)
             return (yield)
-        exc = call.excinfo.value if call.excinfo is not None else None
-        lowering = _find(exc, SpyreLoweringError)
-        blocker = None
-        if isinstance(lowering, SpyreLoweringError):
-            blocker = self._blocker(lowering)
-            if rec.blocked_by is None:
-                rec.blocked_by = blocker
+        early = _find(call.excinfo.value if call.excinfo else None, SpyreLoweringError)
+        if isinstance(early, SpyreLoweringError):
+            self._add_hints(early)  # before the report renders the exception
         if call.when == "teardown":
             self._finish_telemetry(item, rec)
             item.user_properties.extend(rec.properties())
         report: pytest.TestReport = yield
-        if blocker is not None:
-            report.sections.append(("spyre", self._blocker_text(blocker, lowering)))
-        if call.when != "teardown" and _find(exc, InferenceOnlyError) is not None:
+        # read the exception only now: pytest's unittest support sets ``call.excinfo`` of a
+        # TestCase test in its own makereport implementation, which runs inside this wrapper
+        exc = call.excinfo.value if call.excinfo is not None else None
+        lowering = _find(exc, SpyreLoweringError)
+        inference_only = _find(exc, InferenceOnlyError)
+        if (
+            inference_only is None
+            and isinstance(lowering, SpyreLoweringError)
+            and (_in_backward(lowering) or _is_training_op(lowering.op))
+        ):
+            inference_only = lowering
+        if isinstance(lowering, SpyreLoweringError) and inference_only is None:
+            blocker = self._blocker(lowering)
+            if rec.blocked_by is None:
+                rec.blocked_by = blocker
+            report.sections.append(("spyre", self._blocker_text(blocker)))
+        if call.when != "teardown" and inference_only is not None:
             rec.inference_only = True
             report.outcome = "skipped"
             report.longrepr = (
                 str(item.path), item.location[1] or 0,
                 f"spyre: inference-only device: this test runs backward/training on the "
-                f"device, which Spyre does not support ({_find(exc, InferenceOnlyError)})",
+                f"device, which Spyre does not support ({str(inference_only).splitlines()[0]})",
             )  # fmt: skip
         elif rec.xfail_gap is not None and call.when in ("setup", "call"):
             self._apply_xfail_gap(item, call, report, rec)
@@ -280,8 +323,7 @@ class SpyreRun:
         if state is GapState.CLOSED:
             if call.when == "call":
                 rec.gap_closed = True
-                closes = builtin_catalogue()
-                first = _first_closing(closes, gap, self.release)
+                first = _first_closing(catalogue_for(self.release), gap, self.release)
                 message = (
                     f"gap closed: remove this marker: spyre_xfail(gap={gap!r}) but gap `{gap}` "
                     f"is closed at stack {self.release.name}"
@@ -348,17 +390,19 @@ class SpyreRun:
         if rec.blocked_by is not None:
             rec.gaps.setdefault(rec.blocked_by.gap, 1)
 
+    def _add_hints(self, error: SpyreLoweringError) -> None:
+        for name in self.registry.bridging(error.gap):
+            error.add_hint(f"adapter `{name}` bridges gap `{error.gap}`")
+
     def _blocker(self, error: SpyreLoweringError) -> Blocker:
         bridged = self.registry.bridging(error.gap)
-        for name in bridged:
-            error.add_hint(f"adapter `{name}` bridges gap `{error.gap}`")
         return Blocker(
             gap=error.gap, op=error.op, release=error.release, module_path=error.module_path,
             closes_in=error.closes_in, lasting=error.lasting, message=str(error).split("\n")[0],
             bridged_by=bridged,
         )  # fmt: skip
 
-    def _blocker_text(self, blocker: Blocker, error: BaseException | None) -> str:
+    def _blocker_text(self, blocker: Blocker) -> str:
         lines = [
             f"blocked by gap `{blocker.gap}` at stack {blocker.release}",
             f"  op:          {blocker.op}",

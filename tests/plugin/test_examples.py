@@ -7,10 +7,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from plugin_runs import EXAMPLES, read_report, run_spyre
 
 from spyre_sim.catalogue import builtin_catalogue
-
-from .conftest import EXAMPLES, read_report, run_spyre
 
 
 @pytest.fixture

@@ -5,8 +5,7 @@ without), because the plugin registers the device before that first import."""
 from __future__ import annotations
 
 import pytest
-
-from .conftest import run_spyre
+from plugin_runs import run_spyre
 
 CONFTEST = """
 import os
@@ -71,10 +70,10 @@ def test_torch_device_is_spyre_under_flag(
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         [
-            "CONFTEST SAW ('spyre', 'spyre')",
+            "*CONFTEST SAW ('spyre', 'spyre')",
             "TEST SEES spyre",
             "DEVICE COUNT 1",
-            "AFTER spyre spyre",
+            "*AFTER spyre spyre",
         ]
     )
 
@@ -84,9 +83,9 @@ def test_torch_device_is_cpu_without_flag(
 ) -> None:
     monkeypatch.delenv("TRANSFORMERS_TEST_DEVICE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_TEST_BACKEND", raising=False)
-    result = transformers_suite.runpytest_subprocess("-s", "-k", "contract")
+    result = transformers_suite.runpytest_subprocess("-s", "-k", "device_contract")
     result.assert_outcomes(passed=1, deselected=2)
-    result.stdout.fnmatch_lines(["CONFTEST SAW ('cpu', None)", "TEST SEES cpu"])
+    result.stdout.fnmatch_lines(["*CONFTEST SAW ('cpu', None)", "TEST SEES cpu"])
 
 
 def test_device_spec_variable_is_refused(

@@ -1,0 +1,72 @@
+"""Stop a backward pass on device tensors before autograd's engine starts.
+
+The device is inference-only. ``spyre_sim`` raises :class:`~spyre_sim.InferenceOnlyError` for
+ops that autograd's engine runs on spyre tensors, but a test should not depend on what the
+engine does with an exception raised in its worker (an abort takes the whole test process with
+it, and on old releases the seed gradient's ``ones_like`` fails first with an unrelated lowering
+error). So while a ``--spyre`` run is active, ``torch.autograd.backward`` and
+``torch.autograd.grad`` (which ``Tensor.backward`` calls) check their outputs first and raise
+``InferenceOnlyError`` when any lives on the device; host tensors go through untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from spyre_sim import InferenceOnlyError
+
+__all__ = ["BackwardGuard"]
+
+
+def _tensors(value: Any) -> Iterable[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+
+
+def _refuse(kind: str, outputs: Any) -> None:
+    on_device = [t for t in _tensors(outputs) if t.device.type == "spyre"]
+    if on_device:
+        shapes = ", ".join(f"{t.dtype}{list(t.shape)}" for t in on_device[:3])
+        raise InferenceOnlyError(
+            f"torch.autograd.{kind} was called on spyre tensors ({shapes}): the Spyre device "
+            "is inference-only (no training, no backward); run the training step on the CPU "
+            "(model.cpu()) or keep the test on the host with @pytest.mark.no_spyre"
+        )
+
+
+class BackwardGuard:
+    """Wraps ``torch.autograd.backward``/``grad`` between :meth:`install` and :meth:`uninstall`."""
+
+    def __init__(self) -> None:
+        self._saved: tuple[Any, Any] | None = None
+
+    def install(self) -> None:
+        if self._saved is not None:
+            return
+        backward, grad = torch.autograd.backward, torch.autograd.grad
+
+        def guarded_backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            _refuse("backward", tensors)
+            return backward(tensors, *args, **kwargs)
+
+        def guarded_grad(outputs: Any, *args: Any, **kwargs: Any) -> Any:
+            _refuse("grad", outputs)
+            return grad(outputs, *args, **kwargs)
+
+        guarded_backward.__wrapped__ = backward  # type: ignore[attr-defined]
+        guarded_grad.__wrapped__ = grad  # type: ignore[attr-defined]
+        self._saved = (backward, grad)
+        torch.autograd.backward = guarded_backward
+        torch.autograd.grad = guarded_grad
+
+    def uninstall(self) -> None:
+        if self._saved is None:
+            return
+        torch.autograd.backward, torch.autograd.grad = self._saved
+        self._saved = None
