@@ -107,12 +107,18 @@ def triage_worker(
 ) -> list[dict[str, Any]]:
     """The work of one isolated worker: triage ``family`` at ``releases`` (JSON results)."""
     import torch
+    import transformers
 
     from spyre_adapters.triage import triage_family
 
     torch.set_num_threads(1)  # workers run in parallel: one core each
+    transformers.logging.set_verbosity_error()  # keep stderr for the progress bar
     results = triage_family(
-        family, releases, preset=preset_named(preset), layout_checks=layout_checks
+        family,
+        releases,
+        preset=preset_named(preset),
+        layout_checks=layout_checks,
+        stock_all_gaps=False,  # the matrix needs what blocks the adapted run, not more
     )
     return [r.to_json() for r in results]
 

@@ -661,14 +661,23 @@ def triage(
     registry: Registry | None = None,
     layout_checks: bool = True,
     list_all_gaps: bool = True,
+    stock_all_gaps: bool = True,
 ) -> TriageResult:
-    """Triage an already built family at one release (a name, or a release object)."""
+    """Triage an already built family at one release (a name, or a release object).
+
+    ``list_all_gaps``: list every gap of a failing run, not only the first (costs one forward
+    per gap); ``stock_all_gaps=False`` does so for the adapted run only (what blocks it).
+    """
     from spyre_adapters import default_registry
 
     registry = default_registry() if registry is None else registry
     start = time.perf_counter()
     stock = run_on_device(
-        built, release, adapters=False, layout_checks=layout_checks, list_all_gaps=list_all_gaps
+        built,
+        release,
+        adapters=False,
+        layout_checks=layout_checks,
+        list_all_gaps=list_all_gaps and stock_all_gaps,
     )
     adapted = None
     if not stock.ok:
@@ -715,6 +724,7 @@ def triage_family(
     registry: Registry | None = None,
     layout_checks: bool = True,
     list_all_gaps: bool = True,
+    stock_all_gaps: bool = True,
 ) -> list[TriageResult]:
     """Build ``family`` once and triage it at each release. A family that does not build gets
     ``build-failed`` / ``reference-failed`` at every release."""
@@ -739,6 +749,7 @@ def triage_family(
             registry=registry,
             layout_checks=layout_checks,
             list_all_gaps=list_all_gaps,
+            stock_all_gaps=stock_all_gaps,
         )
         result.seconds += build_share
         results.append(result)

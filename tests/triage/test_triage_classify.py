@@ -1,0 +1,165 @@
+"""classify() and compare() with stand-in runs: every category, every criterion."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spyre_adapters.triage import (
+    MIN_COSINE,
+    Category,
+    Comparison,
+    DeviceRun,
+    GapHit,
+    RunError,
+    TriageResult,
+    classify,
+    compare,
+)
+
+MATCH = Comparison(True, 0.9999, 0.01, 1.0, 6, "test")
+NO_MATCH = Comparison(False, 0.5, 2.0, 0.5, 6, "test")
+
+
+def lowering(gap: str) -> RunError:
+    return RunError("lowering", "SpyreLoweringError", f"{gap} fails", gap, "aten.x.default", "m.a")
+
+
+def failed(gap: str) -> DeviceRun:
+    return DeviceRun(ran=False, error=lowering(gap), gaps=[GapHit(gap, "aten.x.default", "m.a")])
+
+
+def test_native_when_the_stock_run_matches() -> None:
+    category, _ = classify(DeviceRun(ran=True, comparison=MATCH), None, {})
+    assert category is Category.NATIVE
+
+
+def test_adapted_when_only_the_adapted_run_matches() -> None:
+    adapted = DeviceRun(ran=True, comparison=MATCH, adapters=["rope-rotation 1.0.0"])
+    category, detail = classify(failed("sin-cos"), adapted, {"sin-cos": ["rope-rotation"]})
+    assert category is Category.ADAPTED
+    assert "rope-rotation 1.0.0" in detail
+
+
+def test_blocked_names_the_gap_without_adapter() -> None:
+    category, detail = classify(failed("conv2d"), failed("conv2d"), {"conv2d": []})
+    assert category is Category.BLOCKED
+    assert "`conv2d`" in detail
+    assert "m.a" in detail
+
+
+def test_gap_listed_by_an_unapplied_adapter_is_not_implemented() -> None:
+    adapted = failed("offset-slice")
+    adapted.not_applied = {"fused-projection-split": "does not match this model"}
+    category, detail = classify(
+        failed("offset-slice"), adapted, {"offset-slice": ["fused-projection-split"]}
+    )
+    assert category is Category.NOT_IMPLEMENTED_ADAPTER
+    assert "does not match this model" in detail
+
+
+def test_mismatch_when_it_runs_but_differs() -> None:
+    adapted = DeviceRun(ran=True, comparison=NO_MATCH, miscompiles=["rotate-half"])
+    category, detail = classify(failed("sin-cos"), adapted, {"sin-cos": ["rope-rotation"]})
+    assert category is Category.MISMATCH
+    assert "rotate-half" in detail
+
+
+def test_stock_mismatch_without_adapted_run_is_a_mismatch() -> None:
+    category, _ = classify(DeviceRun(ran=True, comparison=NO_MATCH), None, {})
+    assert category is Category.MISMATCH
+
+
+def test_prepare_failure_is_adapter_failed() -> None:
+    adapted = DeviceRun(ran=False, error=RunError("prepare", "AdapterApplyError", "boom"))
+    category, detail = classify(failed("sin-cos"), adapted, {})
+    assert category is Category.ADAPTER_FAILED
+    assert detail == "boom"
+
+
+def test_other_device_exception_is_device_error() -> None:
+    adapted = DeviceRun(ran=False, error=RunError("other", "RuntimeError", "RuntimeError: x"))
+    category, _ = classify(failed("sin-cos"), adapted, {})
+    assert category is Category.DEVICE_ERROR
+
+
+def test_category_values_are_stable() -> None:
+    # Values are a public contract (JSON, HTML, CI scripts): adding is fine, renaming is not.
+    assert {c.value for c in Category} >= {
+        "native",
+        "adapted",
+        "blocked",
+        "not-implemented-adapter",
+        "mismatch",
+        "adapter-failed",
+        "device-error",
+        "build-failed",
+        "reference-failed",
+        "worker-crashed",
+        "worker-timeout",
+        "internal-error",
+    }
+    assert {c for c in Category if c.enabled} == {Category.NATIVE, Category.ADAPTED}
+
+
+def logits(rows: list[list[float]]) -> torch.Tensor:
+    return torch.tensor([rows])
+
+
+def test_compare_causal_lm_needs_top1_at_every_scored_position() -> None:
+    ref = logits([[5.0, 1.0, 0.0], [0.0, 4.0, 1.0]])
+    same = compare("causal-lm", ref, ref.clone())
+    assert same.matches
+    assert same.top1 == 1.0
+    assert same.scored == 2
+    wide = torch.arange(64.0).repeat(1, 2, 1) / 10  # top-1 beats top-2 by 0.1: scored
+    flipped = wide.clone()
+    flipped[0, 1, 62] = 6.35  # a nearly identical vector, but another argmax at position 1
+    verdict = compare("causal-lm", wide, flipped)
+    assert verdict.cosine > MIN_COSINE  # cosine alone would accept it
+    assert not verdict.matches
+    assert verdict.top1 == 0.5
+
+
+def test_compare_ignores_tied_positions() -> None:
+    ref = logits([[5.0, 1.0, 0.0], [3.0, 3.0001, 0.0]])  # position 1 is a tie
+    out = logits([[5.0, 1.0, 0.0], [3.0001, 3.0, 0.0]])
+    verdict = compare("causal-lm", ref, out)
+    assert verdict.scored == 1
+    assert verdict.matches
+
+
+def test_compare_base_uses_cosine() -> None:
+    ref = torch.randn(1, 4, 64, generator=torch.Generator().manual_seed(0))
+    assert compare("base", ref, ref + 1e-3).matches
+    assert not compare("base", ref, -ref).matches
+
+
+def test_compare_rejects_nan_and_shape_changes() -> None:
+    ref = torch.ones(1, 2, 64)
+    bad = ref.clone()
+    bad[0, 0, 0] = float("nan")
+    assert not compare("base", ref, bad).matches
+    assert not compare("base", ref, torch.ones(1, 3, 64)).matches
+
+
+def test_result_json_round_trip_without_nan() -> None:
+    run = DeviceRun(
+        ran=True,
+        comparison=Comparison(False, float("nan"), float("inf"), None, 0, "x"),
+        gaps=[GapHit("sin-cos", None, "model.rotary_emb", 2)],
+    )
+    result = TriageResult("llama", "2026.05", "realistic", Category.MISMATCH, "d", stock=run)
+    data = result.to_json()
+    assert data["stock"]["comparison"]["cosine"] is None  # JSON has no NaN
+    again = TriageResult.from_json(data)
+    assert again.category is Category.MISMATCH
+    assert again.stock is not None
+    assert again.stock.gaps == run.gaps
+
+
+@pytest.mark.parametrize("category", list(Category))
+def test_every_category_survives_json(category: Category) -> None:
+    result = TriageResult("f", "2026.05", "tiny", category, "d")
+    assert TriageResult.from_json(result.to_json()).category is category
+    assert result.to_json()["enabled"] is category.enabled

@@ -1,0 +1,185 @@
+"""Triage on the emulated device: the CLI, the pytest-xdist sweep items, audit --verify."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from spyre_adapters import build_registry, load_manifest
+from spyre_adapters.cli import main
+from spyre_adapters.registry import Registry
+from spyre_adapters.stacks import default_catalogue
+from spyre_adapters.triage import Category, classify, manifest_skeleton
+
+RELEASES = ["2026.05", "2026.09"]
+
+
+def test_triage_llama_at_two_releases(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        ["triage", "llama", "--stack", RELEASES[0], "--stack", RELEASES[1], "--format", "json"]
+    )
+    document = json.loads(capsys.readouterr().out)
+    assert document["kind"] == "triage"
+    assert [r["release"] for r in document["results"]] == RELEASES
+    registry = build_registry()
+    for row in document["results"]:
+        stock = row["stock"]
+        # realistic llama (head_dim 64, rotate_half RoPE) cannot run stock on any release
+        assert not stock["ran"]
+        raised = [g for g in stock["gaps"] if g["raised"]]
+        assert raised
+        assert all(g["module_path"] for g in raised)
+        for gap, names in row["bridging"].items():
+            assert names == sorted({m.name for m in registry.bridging(gap)})
+        assert row["category"] == "adapted", row["detail"]
+        assert row["adapted"]["comparison"]["matches"]
+        assert row["adapted"]["adapters"]
+    assert code == 0
+
+
+def test_triage_json_verdict_is_classify(capsys: pytest.CaptureFixture[str]) -> None:
+    from spyre_adapters.triage import TriageResult
+
+    main(["triage", "gpt2", "--stack", "2025.12", "--format", "json"])
+    (row,) = json.loads(capsys.readouterr().out)["results"]
+    result = TriageResult.from_json(row)
+    assert result.stock is not None
+    category, detail = classify(result.stock, result.adapted, result.bridging)
+    assert (category.value, detail) == (row["category"], row["detail"])
+    assert category is not Category.NATIVE  # 2025.12 has no embedding on device
+
+
+def test_triage_table_and_unknown_family(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["triage", "no-such-family"]) == 2
+    assert "unknown family 'no-such-family'" in capsys.readouterr().err
+    main(["triage", "gpt2", "--tiny", "--stack", "2026.09"])
+    out = capsys.readouterr().out
+    assert "Triage of gpt2 (tiny sizes)" in out
+    assert "2026.09" in out
+
+
+def test_manifest_skeleton_is_a_valid_manifest(tmp_path: Path) -> None:
+    text = manifest_skeleton("conv-host", ["conv2d"], ["vit"], "2026.03")
+    data = tomllib.loads(text)
+    assert data["kind"] == "scaffolding"
+    assert data["retire_by"] == "2026.06"  # the first release closing conv2d
+    assert data["stacks"] == ">=2026.03,<2026.06"
+    path = tmp_path / "conv-host" / "0.1.0.toml"
+    path.parent.mkdir()
+    path.write_text(text)
+    manifest = load_manifest(path, default_catalogue(), check_entry_point=False)
+    assert manifest.gaps == ("conv2d",)
+    lasting = tomllib.loads(manifest_skeleton("pad", ["core-span"], [], "2026.05"))
+    assert lasting["kind"] == "permanent"
+    assert "retire_by" not in lasting
+
+
+def test_new_writes_a_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "new",
+        "x-bridge",
+        "--gap",
+        "masked-scatter",
+        "--family",
+        "llava",
+        "--stack",
+        "2026.05",
+        "--dir",
+        str(tmp_path),
+    ]
+    assert main(args) == 0
+    path = tmp_path / "x-bridge" / "0.1.0.toml"
+    assert tomllib.loads(path.read_text())["gaps"] == ["masked-scatter"]
+    assert main(args) == 2  # exists
+    assert main([*args, "--force"]) == 0
+    assert main(["new", "y", "--gap", "no-such-gap", "--dir", str(tmp_path)]) == 2
+    assert "unknown gap ids 'no-such-gap'" in capsys.readouterr().err
+
+
+def _only(registry: Registry, name: str, families: tuple[str, ...]) -> Registry:
+    """The registry with ``name`` verified on ``families`` only (a quick proof)."""
+    reduced = Registry(registry.catalogue)
+    reduced.add_all(
+        dataclasses.replace(m, families=families) if m.name == name else m
+        for m in registry.manifests()
+    )
+    return reduced
+
+
+def test_verify_passes_when_the_stack_closed_the_gaps() -> None:
+    from spyre_adapters.verify import verify_adapter
+
+    registry = _only(build_registry(), "rms-norm", ("llama",))
+    manifest = registry.get("rms-norm")
+    verdict = verify_adapter(manifest, "2026.09", registry)
+    assert verdict.verified, verdict.detail
+    assert verdict.families[0].family == "llama"
+
+
+def test_verify_fails_and_says_why_when_the_gap_is_open() -> None:
+    from spyre_adapters.verify import verify_adapter
+
+    registry = _only(build_registry(), "rope-rotation", ("llama",))
+    manifest = registry.get("rope-rotation")
+    verdict = verify_adapter(manifest, "2026.09", registry)  # rotate-half still miscompiles
+    assert not verdict.verified
+    assert "llama" in verdict.detail
+    assert "rotate-half" in verdict.detail or "gap `" in verdict.detail
+
+
+@pytest.mark.slow
+def test_sweep_items_under_xdist(pytester: pytest.Pytester) -> None:
+    out = pytester.path / "out"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "spyre_adapters.sweep_items",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "2",
+        "--sweep-out",
+        str(out),
+        "--sweep-families",
+        "gpt2,bert",
+        "--sweep-releases",
+        ",".join(RELEASES),
+    )
+    result.assert_outcomes(passed=4)
+    document = json.loads((out / "sweep.json").read_text())
+    assert sorted((r["family"], r["release"]) for r in document["results"]) == sorted(
+        (f, r) for f in ("bert", "gpt2") for r in RELEASES
+    )
+    assert document["summary"][RELEASES[1]]["total"] == 2
+    assert (out / "sweep.html").exists()
+    result.stdout.fnmatch_lines(["*spyre-adapters sweep*", "2026.09: * enabled*"])
+
+
+def test_sweep_cli_slice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "sweep",
+            "gpt2",
+            "vit",
+            "--stack",
+            RELEASES[0],
+            "--stack",
+            RELEASES[1],
+            "-j",
+            "2",
+            "--no-progress",
+            "--json",
+            str(tmp_path / "s.json"),
+            "--html",
+            str(tmp_path / "s.html"),
+        ]
+    )
+    assert code == 0
+    document = json.loads((tmp_path / "s.json").read_text())
+    assert document["families"] == ["gpt2", "vit"]
+    assert len(document["results"]) == 4
+    assert all(r["category"] in {c.value for c in Category} for r in document["results"])
+    assert "Families per release" in capsys.readouterr().out

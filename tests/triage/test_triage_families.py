@@ -1,0 +1,85 @@
+"""The family builder: realistic (stick-aligned) sizes by default, tester sizes with TINY."""
+
+from __future__ import annotations
+
+import pytest
+
+from spyre_adapters.families import (
+    REALISTIC,
+    TINY,
+    FamilyBuildError,
+    build_family,
+    candidate_families,
+    family_config,
+)
+
+
+def test_candidates_are_transformers_model_types_with_a_model() -> None:
+    from transformers import CONFIG_MAPPING
+
+    families = candidate_families()
+    assert families == sorted(families)
+    assert {"llama", "gpt2", "bert", "t5", "vit", "llava"} <= set(families)
+    assert all(f in CONFIG_MAPPING for f in families)
+    # configs without any model class (e.g. the feature-extraction-only ones) are left out
+    assert len(families) < len(list(CONFIG_MAPPING.keys()))
+
+
+def test_realistic_llama_is_stick_aligned() -> None:
+    config = family_config("llama")
+    assert config.hidden_size % 64 == 0
+    assert config.intermediate_size % 64 == 0
+    assert config.vocab_size % 64 == 0
+    assert config.hidden_size // config.num_attention_heads in (64, 128)
+    assert config.num_key_value_heads < config.num_attention_heads  # GQA, as real checkpoints
+    assert 1 <= config.num_hidden_layers <= 2
+
+
+def test_tiny_keeps_transformers_tester_sizes() -> None:
+    config = family_config("llama", preset=TINY)
+    assert (config.hidden_size, config.intermediate_size, config.vocab_size) == (32, 37, 99)
+    assert config.hidden_size % 64 != 0  # not stick aligned: what layout checks reject
+
+
+@pytest.mark.parametrize("key", ["n_embd", "n_head", "n_layer", "vocab_size"])
+def test_other_attribute_names_are_shrunk(key: str) -> None:
+    from transformers import GPT2Config
+
+    default = getattr(GPT2Config(), key)
+    shrunk = getattr(family_config("gpt2"), key)
+    assert shrunk < default
+    assert shrunk in (REALISTIC.hidden, REALISTIC.heads, REALISTIC.layers, REALISTIC.vocab)
+
+
+def test_multimodal_sub_configs_are_shrunk() -> None:
+    config = family_config("llava")
+    assert config.text_config.hidden_size == REALISTIC.hidden
+    assert config.text_config.num_hidden_layers == REALISTIC.layers
+    assert config.vision_config.hidden_size == REALISTIC.hidden
+    assert config.vision_config.image_size == REALISTIC.image_size
+    tiny = family_config("llava", preset=TINY)
+    assert tiny.text_config.hidden_size == TINY.hidden
+
+
+def test_build_gives_model_inputs_and_reference() -> None:
+    built = build_family("gpt2")
+    assert built.kind == "causal-lm"
+    assert built.output_name == "logits"
+    assert tuple(built.reference.shape) == (1, REALISTIC.seq_len, REALISTIC.vocab)
+    again = built.run(built.model)
+    assert bool((again - built.reference).abs().max() < 1e-5)
+
+
+def test_build_of_an_encoder_compares_hidden_states() -> None:
+    built = build_family("vit", preset=TINY)
+    assert built.kind == "base"
+    assert "pixel_values" in built.inputs
+    assert built.reference.shape[-1] == TINY.hidden
+
+
+def test_unknown_model_type_fails_at_config_stage() -> None:
+    with pytest.raises(FamilyBuildError) as info:
+        build_family("no-such-model-type")
+    assert info.value.stage == "config"
+    assert info.value.model_type == "no-such-model-type"
+    assert "no-such-model-type" in str(info.value)
