@@ -68,14 +68,14 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
     (
         "gpt2",
         {},
-        {"pow-free-activation", "fused-projection-split", "host-mask", "layernorm-fp32-stats"},
+        {"pow-free-activation", "fused-projection-split", "host-mask", "layernorm-two-pass"},
     ),
     (
         "qwen3",
         {"intermediate_size": 160},
         {"stick-align-padding", "rope-rotation", "rms-norm", "host-mask"},
     ),
-    ("phi", {}, {"rope-rotation", "pow-free-activation", "layernorm-fp32-stats", "host-mask"}),
+    ("phi", {}, {"rope-rotation", "pow-free-activation", "layernorm-two-pass", "host-mask"}),
 ]
 
 
