@@ -112,7 +112,7 @@ def triage_worker(
     from spyre_adapters.triage import triage_family
 
     torch.set_num_threads(1)  # workers run in parallel: one core each
-    transformers.logging.set_verbosity_error()  # keep stderr for the progress bar
+    transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]  # stderr: bar
     results = triage_family(
         family,
         releases,
@@ -279,9 +279,11 @@ def run_sweep(
     timeout: float = DEFAULT_TIMEOUT,
     progress: bool = False,
     worker: Worker = triage_worker,
+    log: Path | None = None,
 ) -> SweepReport:
     """Triage every family at every release, ``jobs`` isolated workers at a time (default:
-    the number of CPUs). ``progress`` shows a progress bar on stderr."""
+    the number of CPUs). ``progress`` shows a progress bar on stderr; ``log`` appends each
+    result as one JSON line as soon as its family is done (to watch or salvage long sweeps)."""
     families = sorted(set(families))
     jobs = max(1, jobs or os.cpu_count() or 1)
     report = SweepReport(
@@ -313,6 +315,9 @@ def run_sweep(
         for future in as_completed(futures):
             rows = future.result()
             report.results.extend(rows)
+            if log is not None:
+                with log.open("a", encoding="utf-8") as stream:
+                    stream.writelines(json.dumps(r.to_json()) + "\n" for r in rows)
             advance(futures[future], rows)
     report.wall_seconds = time.perf_counter() - start
     return report

@@ -56,6 +56,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--json", dest="json_file", type=Path, help="write the results JSON here")
     parser.add_argument("--html", dest="html_file", type=Path, help="write the HTML page here")
     parser.add_argument(
+        "--log", type=Path, help="append each result as a JSON line as soon as it is known"
+    )
+    parser.add_argument(
         "--no-matrix", dest="matrix", action="store_false", help="summary tables only"
     )
     parser.add_argument(
@@ -97,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         timeout=args.timeout,
         progress=args.progress,
+        log=args.log,
     )
     document = report.to_json()
     if args.json_file:

@@ -1,0 +1,82 @@
+"""The full enablement sweep as a separately runnable job, with its timing.
+
+Runs ``spyre_adapters.sweep.run_sweep`` (isolated workers, one per family, ``--jobs`` at a time)
+and writes ``OUT/sweep.json`` (schema in ``spyre_adapters/sweep.py``), ``OUT/sweep.html``,
+``OUT/results.jsonl`` (one line per result, as it arrives) and prints, per release, the number
+of model types that are ``native`` or ``adapted``, the wall time and the mean seconds per
+(family, release).
+
+    python benchmarks/bench_sweep.py --out sweep-out                 # every family x release
+    python benchmarks/bench_sweep.py --stack 2026.05 --stack 2026.09 # two releases
+    python benchmarks/bench_sweep.py --sample 60                     # every k-th family
+
+The same job on several machines: pytest-xdist distributes the sweep items (same workers and
+classification):
+
+    pytest -p spyre_adapters.sweep_items --sweep-out sweep-out -n auto [--tx ssh=host//python=...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    from spyre_adapters.families import candidate_families
+    from spyre_adapters.sweep import default_releases, run_sweep, write_html
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("sweep-out"))
+    parser.add_argument("--stack", action="append", help="release (default: every one)")
+    parser.add_argument("--family", action="append", help="model type (default: every one)")
+    parser.add_argument("--sample", type=int, help="only N families, evenly spread")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--timeout", type=float, default=120.0, help="s per (family, release)")
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args(argv)
+
+    families = args.family or candidate_families()
+    if args.sample:
+        step = max(1, len(families) // args.sample)
+        families = families[::step][: args.sample]
+    releases = args.stack or default_releases()
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "results.jsonl"
+    log.unlink(missing_ok=True)
+    start = time.perf_counter()
+    report = run_sweep(
+        families,
+        releases,
+        preset="tiny" if args.tiny else "realistic",
+        jobs=args.jobs,
+        timeout=args.timeout,
+        progress=sys.stderr.isatty(),
+        log=log,
+    )
+    wall = time.perf_counter() - start
+    (args.out / "sweep.json").write_text(json.dumps(report.to_json(), indent=1), "utf-8")
+    write_html(report, args.out / "sweep.html")
+    pairs = len(report.results)
+    print(f"families: {len(families)}; releases: {', '.join(releases)}; pairs: {pairs}")
+    print(
+        f"wall: {wall:.1f} s with {args.jobs} workers; mean {report.mean_seconds():.2f} s "
+        f"per (family, release) in a worker; {wall / max(pairs, 1):.2f} s wall per pair"
+    )
+    for release, counts in report.summary().items():
+        print(
+            f"{release}: {counts['enabled']} enabled ({counts['native']} native, "
+            f"{counts['adapted']} adapted), {counts['blocked']} blocked, "
+            f"{counts['mismatch']} mismatch, {counts['built']} built of {counts['total']}"
+        )
+    for item in report.top_blockers(10):
+        print(f"  blocker {item['gap']}: {item['pairs']} pairs, {len(item['families'])} families")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
