@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from library_models import (
+    PROMPT,
+    apply,
+    assert_rollback_exact,
+    assert_same_greedy,
+    causal_lm,
+    cosine,
+    families,
+    recording,
+)
+
+from spyre_adapters.library.attention_softmax import InputDtypeSoftmaxMode, adapter
+from spyre_adapters.library.contiguous_attention import adapter as contiguous
+
+FAMILIES = families("attention-softmax-input-dtype")
+
+
+def _eager(model_type: str) -> torch.nn.Module:
+    return causal_lm(model_type, attn_implementation="eager")
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_same_greedy_tokens_as_stock(model_type: str) -> None:
+    stock, adapted = _eager(model_type), _eager(model_type)
+    assert adapter.matches(adapted)
+    apply(adapter, adapted)
+    assert not adapter.matches(adapted), "an adapted model must not match again"
+    assert_same_greedy(stock, adapted, atol=0.0)  # fp32: the mode changes nothing
+
+
+@pytest.mark.parametrize("model_type", ["gemma2", "llama"])
+def test_half_precision_attention_has_no_casts_and_stays_close(model_type: str) -> None:
+    stock = _eager(model_type).to(torch.bfloat16)
+    model = _eager(model_type).to(torch.bfloat16)
+    attention = [m for n, m in model.named_modules() if n.endswith("self_attn")]
+    with torch.no_grad():
+        ref = stock(PROMPT, use_cache=False).logits
+    with recording(within=attention) as seen:
+        model(PROMPT, use_cache=False)
+    assert "aten._to_copy" in seen.ops
+    apply(adapter, model)
+    with recording(within=attention) as seen:
+        out = model(PROMPT, use_cache=False).logits
+    assert "aten._to_copy" not in seen.ops
+    assert cosine(out.float(), ref.float()) >= 0.999
+
+
+def test_mode_only_touches_half_softmax_with_fp32_dtype() -> None:
+    x = torch.randn(3, 5)
+    with InputDtypeSoftmaxMode():
+        full = torch.nn.functional.softmax(x, dim=-1, dtype=torch.float32)
+        half = torch.nn.functional.softmax(x.half(), dim=-1, dtype=torch.float32)
+    assert torch.equal(full, torch.nn.functional.softmax(x, dim=-1))
+    assert half.dtype == torch.float16
+
+
+def test_composes_with_contiguous_attention() -> None:
+    stock, adapted = _eager("llama"), _eager("llama")
+    apply(contiguous, adapted)
+    apply(adapter, adapted)
+    assert not contiguous.matches(adapted)
+    assert_same_greedy(stock, adapted, atol=0.0)
+
+
+def test_rollback_restores_the_model_exactly() -> None:
+    def probe(m: torch.nn.Module) -> torch.Tensor:
+        with torch.no_grad():
+            return m(PROMPT).logits  # type: ignore[no-any-return]
+
+    assert_rollback_exact(adapter, _eager("gemma2"), probe)
+
+
+def test_does_not_match_sdpa_models() -> None:
+    assert not adapter.matches(causal_lm("llama"))
