@@ -32,10 +32,17 @@ __all__ = ["FusedProjectionSplit", "ProjectionParts", "SplitProjection", "adapte
 
 
 class ProjectionParts:
-    """The output of a fused projection, kept as its separately computed parts (last dim)."""
+    """The output of a fused projection, kept as its separately computed parts (last dim).
 
-    def __init__(self, parts: tuple[torch.Tensor, ...]) -> None:
+    With ``groups > 1`` the fused layout is head-major (GPT-NeoX): the fused last dim is
+    ``groups`` blocks, each the concatenation of one ``1/groups`` slice of every part. Such a
+    result only answers a ``view`` that splits the last dim into ``(groups, block)``, which
+    yields an ordinary (``groups == 1``) result.
+    """
+
+    def __init__(self, parts: tuple[torch.Tensor, ...], groups: int = 1) -> None:
         self.parts = parts
+        self.groups = groups
         self.sizes = tuple(int(p.shape[-1]) for p in parts)
 
     @property
@@ -61,7 +68,7 @@ class ProjectionParts:
         )
 
     def _take(self, sizes: list[int]) -> tuple[torch.Tensor, ...]:
-        if list(self.sizes) != sizes:
+        if self.groups != 1 or list(self.sizes) != sizes:
             raise self._refuse(f"a split into {sizes}")
         return self.parts
 
@@ -90,7 +97,29 @@ class ProjectionParts:
         new_ndim = self.ndim + 1
         if dim in (-1, new_ndim - 1):
             raise self._refuse("an unsqueeze behind the feature dim")
-        return ProjectionParts(tuple(p.unsqueeze(dim) for p in self.parts))
+        return ProjectionParts(tuple(p.unsqueeze(dim) for p in self.parts), self.groups)
+
+    def view(self, *shape: Any) -> ProjectionParts:
+        target = [
+            int(v)
+            for v in (shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+        ]
+        lead = list(self.parts[0].shape[:-1])
+        total = sum(self.sizes)
+        if len(target) == len(lead) + 2 and target[: len(lead)] == lead and self.groups > 1:
+            block = target[-1]
+            if target[-2] in (-1, self.groups) and block * self.groups == total:
+                return ProjectionParts(
+                    tuple(
+                        p.view(*lead, self.groups, p.shape[-1] // self.groups) for p in self.parts
+                    )
+                )
+        raise self._refuse(f"a view to {target}")
+
+    def transpose(self, dim0: int, dim1: int) -> ProjectionParts:
+        if self._is_last(dim0) or self._is_last(dim1):
+            raise self._refuse(f"a transpose of dims {dim0} and {dim1}")
+        return ProjectionParts(tuple(p.transpose(dim0, dim1) for p in self.parts), self.groups)
 
     def __getitem__(self, key: Any) -> torch.Tensor:
         if (
@@ -114,12 +143,13 @@ class ProjectionParts:
 class SplitProjection(nn.Module):
     """One ``Linear`` per part of a fused projection; forward returns :class:`ProjectionParts`."""
 
-    def __init__(self, parts: list[nn.Linear]) -> None:
+    def __init__(self, parts: list[nn.Linear], groups: int = 1) -> None:
         super().__init__()
         self.parts = nn.ModuleList(parts)
+        self.groups = groups
 
     def forward(self, hidden_states: torch.Tensor) -> ProjectionParts:
-        return ProjectionParts(tuple(part(hidden_states) for part in self.parts))
+        return ProjectionParts(tuple(part(hidden_states) for part in self.parts), self.groups)
 
 
 def _weight_and_bias(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -152,10 +182,23 @@ def _out_features(module: nn.Module) -> int:
     return int(_weight_and_bias(module)[0].shape[0])
 
 
-def _part_sizes(name: str, module: nn.Module, parent: nn.Module, config: Any) -> list[int] | None:
+def _part_sizes(
+    name: str, module: nn.Module, parent: nn.Module, config: Any
+) -> tuple[list[int], int] | None:
+    """``(part sizes, head groups)`` of a fused projection (groups > 1: head-major layout)."""
     if not (isinstance(module, nn.Linear) or _is_conv1d(module)):
         return None
     out = _out_features(module)
+    heads = getattr(config, "num_attention_heads", None)
+    head_size = getattr(parent, "head_size", None)
+    if (
+        name == "query_key_value"
+        and type(module) is nn.Linear
+        and isinstance(heads, int)
+        and isinstance(head_size, int)
+        and out == 3 * heads * head_size
+    ):
+        return [heads * head_size] * 3, heads
     sizes: list[int] | None = None
     split_size = getattr(parent, "split_size", None)
     if name == "c_attn" and isinstance(split_size, int):
@@ -168,13 +211,13 @@ def _part_sizes(name: str, module: nn.Module, parent: nn.Module, config: Any) ->
             sizes = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
     elif name == "gate_up_proj" and out % 2 == 0:
         sizes = [out // 2, out // 2]
-    return sizes if sizes is not None and sum(sizes) == out else None
+    return (sizes, 1) if sizes is not None and sum(sizes) == out else None
 
 
-def _plan(model: nn.Module) -> list[tuple[str, list[int] | None]]:
-    """``(path, part sizes)`` for fused projections, ``(path, None)`` for plain Conv1D."""
+def _plan(model: nn.Module) -> list[tuple[str, tuple[list[int], int] | None]]:
+    """``(path, (part sizes, groups))`` for fused projections, ``(path, None)`` for Conv1D."""
     config = getattr(model, "config", None)
-    plan: list[tuple[str, list[int] | None]] = []
+    plan: list[tuple[str, tuple[list[int], int] | None]] = []
     for parent_path, parent in model.named_modules():
         for name, child in parent.named_children():
             path = f"{parent_path}.{name}" if parent_path else name
@@ -199,19 +242,25 @@ class FusedProjectionSplit:
                 f"fused-projection-split does not apply to {type(model).__name__}: no Conv1D and "
                 "no fused c_attn / qkv_proj / gate_up_proj projection found"
             )
-        for path, sizes in plan:
+        for path, layout in plan:
             module = model.get_submodule(path)
             weight, bias = _weight_and_bias(module)
-            if sizes is None:
+            if layout is None:
                 edit.replace_module(path, _linear(weight, bias))
                 continue
+            sizes, groups = layout
+            # rows of each part: head-major layouts take one slice of every head block
+            block = sum(sizes) // groups
+            rows = torch.arange(sum(sizes)).view(groups, block)
             parts: list[nn.Linear] = []
             offset = 0
             for size in sizes:  # cut on the host, once, at prepare time
-                part_bias = None if bias is None else bias[offset : offset + size]
-                parts.append(_linear(weight[offset : offset + size], part_bias))
-                offset += size
-            edit.replace_module(path, SplitProjection(parts))
+                width = size // groups
+                index = rows[:, offset : offset + width].reshape(-1)
+                part_bias = None if bias is None else bias[index]
+                parts.append(_linear(weight[index], part_bias))
+                offset += width
+            edit.replace_module(path, SplitProjection(parts, groups))
 
 
 adapter = FusedProjectionSplit()

@@ -36,9 +36,14 @@ def test_composes_with_rope_rotation() -> None:
     assert_same_greedy(stock, adapted)
 
 
-@pytest.mark.parametrize(("model_type", "blocks"), [("gpt2", ("attn", "mlp")), ("phi3", ("mlp",))])
+@pytest.mark.parametrize(
+    ("model_type", "blocks"),
+    [("gpt2", ("attn", "mlp")), ("phi3", ("mlp",)), ("gpt_neox", ("attention",))],
+)
 def test_blocks_no_longer_slice(model_type: str, blocks: tuple[str, ...]) -> None:
     model = causal_lm(model_type)
+    if model_type == "gpt_neox":
+        apply(rope, model)  # its partial-rotary slices are rope-rotation's business
     watched = [m for n, m in model.named_modules() if n.rpartition(".")[2] in blocks]
     with recording(within=watched) as seen:
         model(PROMPT, use_cache=False)
@@ -81,7 +86,21 @@ def test_rollback_restores_the_model_exactly(model_type: str) -> None:
     assert_rollback_exact(adapter, causal_lm(model_type), probe)
 
 
-@pytest.mark.parametrize("model_type", ["llama", "gpt_neox"])
-def test_does_not_match_unfused_or_interleaved_models(model_type: str) -> None:
-    # llama: separate q/k/v/gate/up; gpt_neox: a per-head interleaved QKV it cannot split by cuts
-    assert not adapter.matches(causal_lm(model_type))
+def test_does_not_match_unfused_models() -> None:
+    assert not adapter.matches(causal_lm("llama"))  # separate q/k/v/gate/up projections
+
+
+def test_head_major_parts_only_answer_the_head_view() -> None:
+    # GPT-NeoX layout: per head [q_h | k_h | v_h]; 2 heads of width 2
+    fused = torch.arange(12.0).view(1, 1, 12)
+    heads = fused.view(1, 1, 2, 6)
+    parts = ProjectionParts(
+        tuple(heads[..., i * 2 : (i + 1) * 2].reshape(1, 1, 4) for i in range(3)), groups=2
+    )
+    with pytest.raises(ValueError, match="part boundaries"):
+        parts.chunk(3, dim=-1)  # the flat layout is head-major: a flat chunk would be wrong
+    q, k, v = parts.view(1, 1, -1, 6).transpose(1, 2).chunk(3, dim=-1)
+    ref_q, ref_k, ref_v = heads.transpose(1, 2).chunk(3, dim=-1)
+    assert torch.equal(q, ref_q)
+    assert torch.equal(k, ref_k)
+    assert torch.equal(v, ref_v)
