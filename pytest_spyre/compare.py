@@ -78,12 +78,14 @@ def _to_host(value: Any) -> Any:
     return value
 
 
+def _is_cache(value: Any) -> bool:
+    """A Transformers KV cache (``past_key_values`` / ``cache``, whatever the keyword)."""
+    return callable(getattr(value, "get_seq_length", None))
+
+
 def _has_cache(kwargs: dict[str, Any]) -> bool:
-    cache = kwargs.get("past_key_values")
-    if cache is None:
-        return False
-    length = getattr(cache, "get_seq_length", None)
-    return not (callable(length) and length() == 0)
+    """Whether a non-empty KV cache is passed (a decode step)."""
+    return any(_is_cache(v) and v.get_seq_length() > 0 for v in kwargs.values())
 
 
 class CpuReference:
@@ -94,20 +96,30 @@ class CpuReference:
         self.name = type(model).__name__
         self._sink = sink
         self._busy = False
-        self._handle = model.register_forward_hook(self._hook, with_kwargs=True)
+        self._replay: list[bool] = []  # per nested call: replay it on the copy?
+        self._handles = (
+            model.register_forward_pre_hook(self._pre_hook, with_kwargs=True),
+            model.register_forward_hook(self._hook, with_kwargs=True),
+        )
 
     def remove(self) -> None:
-        self._handle.remove()
+        for handle in self._handles:
+            handle.remove()
+
+    def _pre_hook(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        # decided before the forward: the device forward fills the cache it is given
+        self._replay.append(not self._busy and not _has_cache(kwargs))
 
     def _hook(
         self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
     ) -> None:
-        if self._busy or _has_cache(kwargs):
+        replay = self._replay.pop() if self._replay else False
+        if not replay:
             return
         device_out = main_output(output)
         if device_out is None:
             return
-        host_kwargs = {k: v for k, v in kwargs.items() if k != "past_key_values"}
+        host_kwargs = {k: v for k, v in kwargs.items() if not _is_cache(v)}
         if "use_cache" in host_kwargs:
             host_kwargs["use_cache"] = False
         self.reference.train(module.training)

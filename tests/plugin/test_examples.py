@@ -36,15 +36,30 @@ def test_llama_at_newest_release(examples: pytest.Pytester) -> None:
     """Unmarked on purpose: one real ``--spyre`` run of a tiny model, end to end."""
     newest = builtin_catalogue().newest.name
     report = examples.path / "r.json"
-    result = run_spyre(examples, "-k", "llama", f"--spyre-report={report}", "-rs")
+    result = run_spyre(
+        examples, "-k", "llama", f"--spyre-report={report}", "-rs", "--spyre-compare"
+    )
     data = read_report(report)
     assert data["stack"]["release"] == newest
     result.stdout.fnmatch_lines(["example suite: torch_device=spyre"])
-    result.stdout.fnmatch_lines(["*SKIPPED*test_training*inference-only device*"])
+    result.stdout.fnmatch_lines(["*SKIPPED*test_modeling_llama.py:*: spyre: inference-only device*"])
     _check_failures_named(data, newest)
     outcomes = {t["nodeid"].rsplit("::", 1)[-1]: t["outcome"] for t in data["tests"]}
     assert outcomes["test_training"] == "skipped"
     assert outcomes["test_model_forward"] == "passed", result.stdout.str()
+    # --spyre-compare: each top-level forward replayed on a CPU copy (SPYRE.md: cosine >= 0.99
+    # on the device); generate's prefill is compared, its decode steps (KV cache) are not
+    by_test = {t["nodeid"].rsplit("::", 1)[-1]: t["compare"] for t in data["tests"]}
+    assert [a["model"] for a in by_test["test_model_forward"]] == ["LlamaModel"]
+    assert len(by_test["test_batching_equivalence"]) == 3  # the batch, then each row
+    assert len(by_test["test_greedy_generate"]) == 1
+    assert all(a["cosine"] >= 0.99 for t in by_test.values() for a in t)
+    assert all(a["top1"] is None for a in by_test["test_model_forward"])
+    assert all(a["top1"] is not None for a in by_test["test_head_forward"])
+    worst = data["summary"]["worst_agreement"]
+    result.stdout.fnmatch_lines(
+        [f"worst agreement with CPU: cosine {worst['cosine']:.6f}, max-abs-diff *"]
+    )
 
 
 @pytest.mark.slow
