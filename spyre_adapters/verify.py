@@ -8,7 +8,9 @@ other adapter the lifecycle resolves there (same auto-retire setting as the audi
 emulated device with layout checks on, and compared with the CPU reference (the criteria of
 :mod:`spyre_adapters.triage`). The adapter is **verified retirable** only when every family
 runs and matches; otherwise the verdict says what failed: the gap, op and module path of a
-lowering error, the comparison numbers of a mismatch, or why a family could not be built.
+lowering error, the comparison numbers of a mismatch, or why a family could not be built —
+and, for a failing family, whether it passes with the adapter kept (the adapter is still
+needed) or fails anyway (the family is blocked by something else at that release).
 """
 
 from __future__ import annotations
@@ -108,7 +110,20 @@ def verify_adapter(
         run = run_on_device(
             built, release, adapters=True, registry=reduced, auto_retire=auto_retire
         )
-        checks.append(FamilyCheck(family, run.ok, _describe(run)))
+        detail = _describe(run)
+        if not run.ok:
+            # Say whether retiring it is the cause: the same family with the adapter kept.
+            kept = run_on_device(
+                built, release, adapters=True, registry=registry, auto_retire=False
+            )
+            detail += (
+                "; it passes with the adapter kept, so the adapter is still needed"
+                if kept.ok
+                else f"; it fails with the adapter kept too ({_describe(kept)}): the family "
+                "is blocked by something else at this release; drop it from `families` or "
+                "fix that first"
+            )
+        checks.append(FamilyCheck(family, run.ok, detail))
     if not checks:
         detail = "its manifest lists no verified families, so there is nothing to run"
         return RetirementVerdict(manifest.name, str(manifest.version), name, False, detail)

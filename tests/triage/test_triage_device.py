@@ -129,6 +129,7 @@ def test_verify_fails_and_says_why_when_the_gap_is_open() -> None:
     assert not verdict.verified
     assert "llama" in verdict.detail
     assert "rotate-half" in verdict.detail or "gap `" in verdict.detail
+    assert "passes with the adapter kept, so the adapter is still needed" in verdict.detail
 
 
 @pytest.mark.slow
