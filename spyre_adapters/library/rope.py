@@ -1,5 +1,5 @@
 """RoPE from host-precomputed tables, applied by multiply-and-sum (gaps ``sin-cos``, ``rotate-half``,
-``offset-slice`` for partial rotary).
+and ``offset-slice`` for partial rotary).
 
 Matches every model that has a standard Transformers rotary embedding module (a module with an
 ``inv_freq`` buffer, or per-layer-type ``<type>_inv_freq`` buffers, called as
@@ -21,6 +21,11 @@ What changes:
   against that function on random inputs, so a family with a different rotation is declined,
   never silently changed. No module-level global is touched.
 
+Partial rotary needs no cut either: tables and ``P`` are identity-padded to the whole head, and
+where the attention body itself cuts ``q[..., :r]`` / ``q[..., r:]`` and concatenates them back
+(Phi, StableLM, Persimmon), a ``TorchFunctionMode`` scoped to that forward hands the whole head
+through both cuts and returns the rotated head for the concatenation.
+
 ``P`` holds only -1/0/+1, so ``q @ P`` is exact and the result equals the stock formula in fp32.
 Rotary types that recompute frequencies per sequence length (``dynamic``, ``longrope``) are
 declined: a table computed once cannot follow them.
@@ -36,6 +41,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from spyre_adapters.contract import ModelEdit
 from spyre_adapters.library._global_rebinding import (
@@ -310,7 +316,78 @@ def _plan(model: nn.Module) -> _Plan | None:
                 continue
         if not measured:
             return None
+        if isinstance(narrowed, int) and narrowed in measured and plan.head_dim not in measured:
+            # the whole head through the same rotation: identity on the pass-through columns
+            whole = torch.zeros(plan.head_dim, plan.head_dim)
+            whole[:narrowed, :narrowed] = measured[narrowed]
+            measured[plan.head_dim] = whole
     return plan
+
+
+class _WholeHeadRotaryMode(TorchFunctionMode):
+    """Scoped to one attention forward whose body cuts ``q[..., :r]`` / ``q[..., r:]``, rotates
+    the first part and concatenates them again (Phi, StableLM, Persimmon).
+
+    Both cuts return the whole head instead (no slicing at offset ``r`` inside the stick), the
+    rotation then runs on the whole head with identity-padded tables (the pass-through columns
+    have cos = 1, sin = 0), and the concatenation of a rotated whole head with the "pass" cut
+    of the same width returns the rotated head. Anything else passes through untouched.
+    """
+
+    def __init__(self, rotary: int, head_dim: int) -> None:
+        super().__init__()
+        self.rotary = rotary
+        self.head_dim = head_dim
+        self.passes: list[torch.Tensor] = []  # the "pass" cuts handed out (kept alive for `is`)
+
+    def _cut(self, key: object) -> str | None:
+        if not (isinstance(key, tuple) and len(key) == 2 and key[0] is Ellipsis):
+            return None
+        cut = key[1]
+        if not isinstance(cut, slice) or cut.step not in (None, 1):
+            return None
+        if cut.start is None and cut.stop == self.rotary:
+            return "rot"
+        if cut.start == self.rotary and cut.stop is None:
+            return "pass"
+        return None
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.Tensor.__getitem__ and len(args) == 2:
+            source = args[0]
+            if isinstance(source, torch.Tensor) and source.shape[-1] == self.head_dim:
+                cut = self._cut(args[1])
+                if cut == "rot":
+                    return source
+                if cut == "pass":
+                    self.passes.append(source)
+                    return source
+        if func is torch.cat and args and isinstance(args[0], (tuple, list)) and len(args[0]) == 2:
+            first, second = args[0]
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+            if (
+                dim in (-1, getattr(first, "ndim", 0) - 1)
+                and any(second is p for p in self.passes)
+                and isinstance(first, torch.Tensor)
+                and first.shape == second.shape
+            ):
+                return first
+        return func(*args, **kwargs)
+
+
+def _whole_head(clone: types.FunctionType, rotary: int, head_dim: int) -> Callable[..., Any]:
+    def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        with _WholeHeadRotaryMode(rotary, head_dim):
+            return clone(self, *args, **kwargs)
+
+    return forward
 
 
 class RopeRotation:
@@ -334,8 +411,13 @@ class RopeRotation:
             edit.replace_module(path, HostRotaryEmbedding(stock, plan.head_dim, max(length, 1)))
         functions = {key: rotation_function(rot) for key, rot in plan.rotations.items()}
         for path, fn, owner in plan.consumers:
+            module = model.get_submodule(path)
             clone = rebind_globals(fn, owner, {_APPLY_NAME: functions[id(owner)]})
-            edit.bind_forward(model.get_submodule(path), clone)
+            narrowed = getattr(module, "rotary_ndims", None)
+            if isinstance(narrowed, int) and narrowed < plan.head_dim:
+                edit.bind_forward(module, _whole_head(clone, narrowed, plan.head_dim))
+            else:
+                edit.bind_forward(module, clone)
 
 
 adapter = RopeRotation()

@@ -13,6 +13,7 @@ from library_models import (
     recording,
 )
 
+from spyre_adapters.library.fused_projection import adapter as fused
 from spyre_adapters.library.rope import HostRotaryEmbedding, adapter
 
 FAMILIES = families("rope-rotation")
@@ -52,6 +53,21 @@ def test_rotate_half_slicing_is_gone_for_full_rotary() -> None:
     with recording(within=attention) as seen:
         model(PROMPT, use_cache=False)
     assert not {"aten.slice", "aten.cat"} & seen.ops
+
+
+@pytest.mark.parametrize("model_type", ["phi", "stablelm", "persimmon", "gpt_neox", "phi3"])
+def test_partial_rotary_attention_no_longer_cuts_heads(model_type: str) -> None:
+    model = causal_lm(model_type)
+    attention = [m for n, m in model.named_modules() if n.endswith(("self_attn", "attention"))]
+    with recording(within=attention) as seen:
+        model(PROMPT, use_cache=False)
+    assert "aten.slice" in seen.ops
+    apply(adapter, model)
+    if fused.matches(model):
+        apply(fused, model)  # the fused QKV cuts of phi3 / gpt_neox are that adapter's business
+    with recording(within=attention) as seen:
+        model(PROMPT, use_cache=False)
+    assert not {"aten.slice", "aten.cat", "aten.split", "aten.chunk"} & seen.ops
 
 
 def test_positions_beyond_the_first_table_are_exact() -> None:
