@@ -1,6 +1,19 @@
 """An emulated IBM Spyre device for PyTorch whose behaviour follows a chosen stack release.
 
-``import spyre_sim`` registers the ``spyre`` device (explicit import = registration).
+``import spyre_sim`` registers the ``spyre`` device (explicit import = registration)::
+
+    import torch, spyre_sim
+
+    model.to("spyre")                              # fp32 weights are stored as fp16 (DL16)
+    with spyre_sim.use_stack("2026.05"), torch.no_grad():
+        logits = model(input_ids.to("spyre")).logits.cpu()
+    spyre_sim.telemetry.snapshot()                 # ops, fallbacks, gaps by module path...
+
+Ops the release cannot lower raise :class:`SpyreLoweringError` (layout rules:
+:class:`SpyreLayoutError`) naming the op, shapes, gap, first closing release and module path;
+cpu-fallbacks warn once with :class:`SpyreFallbackWarning`; documented miscompiles are
+reproduced (:mod:`spyre_sim.miscompile`). ``configure(numerics=False)`` turns DL16 emulation
+off, ``configure(layout_checks=False)`` the layout rules (:mod:`spyre_sim.layout`).
 """
 
 from __future__ import annotations
