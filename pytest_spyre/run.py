@@ -221,16 +221,16 @@ class SpyreRun:
         if on_host:
             self._bind_host_device(item)
         gap = self._xfail_gap(item)
-        if gap is not None:
+        known = catalogue_for(self.release).gaps
+        if gap is not None and gap in known:
             rec.xfail_gap = gap
-            known = catalogue_for(self.release).gaps
-            if gap not in known:
-                pytest.fail(
-                    f"spyre_xfail(gap={gap!r}): unknown gap id; known gaps: "
-                    f"{', '.join(sorted(known))}",
-                    pytrace=False,
-                )
-        return (yield)
+        result = yield  # pytest's own setup first: failing before it breaks its teardown
+        if gap is not None and gap not in known:
+            pytest.fail(
+                f"spyre_xfail(gap={gap!r}): unknown gap id; known gaps: {', '.join(sorted(known))}",
+                pytrace=False,
+            )
+        return result
 
     def _bind_host_device(self, item: pytest.Item) -> None:
         """Rebind the Transformers ``torch_device`` global to ``"cpu"`` for a ``no_spyre`` test:

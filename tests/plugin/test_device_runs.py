@@ -38,6 +38,16 @@ def test_pow_marked(spyre_device):
     assert float(ones(spyre_device).pow(2).sum().cpu()) == 128.0
 
 
+@pytest.mark.spyre_xfail(gap="sin-cos", strict=False)
+def test_marked_fails_otherwise(spyre_device):
+    assert float(ones(spyre_device).sum().cpu()) == 0.0  # fails, but not because of sin-cos
+
+
+@pytest.mark.spyre_xfail(gap="no-such-gap")
+def test_marked_unknown_gap():
+    pass
+
+
 @pytest.mark.no_spyre
 def test_on_host(spyre_device):
     assert spyre_device.type == "cpu"
@@ -103,8 +113,9 @@ def test_pow_gap_open(at_2026_02: Run) -> None:
     """At 2026.02 ``pow`` does not lower: the plain test fails naming the gap, the marked one
     is an expected failure, the backward test is skipped as inference-only."""
     assert builtin_catalogue().release("2026.02").gap_open("pow")
-    assert _outcomes(at_2026_02) == {"passed": 3, "failed": 1, "xfailed": 1, "skipped": 1,
-                                     "warnings": _outcomes(at_2026_02).get("warnings", 0)}  # fmt: skip
+    outcomes = _outcomes(at_2026_02)
+    outcomes.pop("warnings", None)
+    assert outcomes == {"passed": 3, "failed": 2, "xfailed": 1, "skipped": 1, "errors": 1}
     closes = builtin_catalogue().first_closing("pow", "2026.02")
     bridges = _bridging("pow")
     at_2026_02.fnmatch_lines(
@@ -119,6 +130,11 @@ def test_pow_gap_open(at_2026_02: Run) -> None:
     )
     at_2026_02.fnmatch_lines(["*XFAIL*test_pow_marked*gap `pow` is open at stack 2026.02*"])
     at_2026_02.fnmatch_lines(["*SKIPPED*spyre: inference-only device*"])
+    at_2026_02.fnmatch_lines(
+        ["spyre_xfail(gap='sin-cos') expected a failure caused by gap `sin-cos`, but the test "
+         "failed without hitting it (gaps hit: none): it fails for another reason"]
+    )  # fmt: skip
+    at_2026_02.fnmatch_lines(["*spyre_xfail(gap='no-such-gap'): unknown gap id; known gaps: *"])
 
 
 def test_pow_gap_closed(suite_dir: Path) -> None:
@@ -126,7 +142,8 @@ def test_pow_gap_closed(suite_dir: Path) -> None:
     assert not builtin_catalogue().release("2026.03").gap_open("pow")
     run = pytest_subprocess(suite_dir, "--spyre", "--spyre-stack", "2026.03")
     outcomes = _outcomes(run)
-    assert (outcomes.get("passed"), outcomes.get("failed"), outcomes.get("skipped")) == (4, 1, 1)
+    outcomes.pop("warnings", None)
+    assert outcomes == {"passed": 4, "failed": 2, "skipped": 1, "errors": 1}
     run.fnmatch_lines(
         ["*gap closed: remove this marker: spyre_xfail(gap='pow') but gap `pow` is closed at "
          "stack 2026.03 (first closed in 2026.03); the test passed at this release*"]
@@ -143,7 +160,7 @@ def test_summary_lines(at_2026_02: Run) -> None:
     ]
     expected = [
         "*= spyre summary: stack 2026.02 =*",
-        "tests: 6 (5 on the device): passed 3, failed 1, skipped 1, xfailed 1",
+        "tests: 8 (7 on the device): passed 3, failed 2, error 1, skipped 1, xfailed 1",
         "gaps hit: *pow (2 tests)*",
         "blocked by: pow (2 tests)",
         "fallbacks: *aten.arange.* x1 (1 test)*",
@@ -174,6 +191,7 @@ def test_json_report_and_junit(at_2026_02: Run, suite_dir: Path) -> None:
     assert {k: t["outcome"] for k, t in tests.items()} == {
         "test_fallback_op": "passed", "test_pow": "failed", "test_pow_marked": "xfailed",
         "test_on_host": "passed", "test_backward": "skipped", "test_model_moves": "passed",
+        "test_marked_fails_otherwise": "failed", "test_marked_unknown_gap": "error",
     }  # fmt: skip
     blocked = tests["test_pow"]["blocked_by"]
     assert blocked["gap"] == "pow"
@@ -187,7 +205,9 @@ def test_json_report_and_junit(at_2026_02: Run, suite_dir: Path) -> None:
     assert tests["test_fallback_op"]["fallbacks"]
     assert sorted(tests["test_model_moves"]["adapters"]) == _applied_to_llama("2026.02")
     assert data["summary"]["blocked"] == {"pow": 2}  # the failed test and the xfailed one
-    assert data["summary"]["outcomes"] == {"failed": 1, "passed": 3, "skipped": 1, "xfailed": 1}
+    assert data["summary"]["outcomes"] == {
+        "error": 1, "failed": 2, "passed": 3, "skipped": 1, "xfailed": 1,
+    }  # fmt: skip
 
     cases = {c.get("name"): c for c in ET.parse(suite_dir / "junit.xml").getroot().iter("testcase")}
     props = {p.get("name"): p.get("value") for p in cases["test_pow"].iter("property")}
@@ -253,3 +273,32 @@ def test_user_release_file(pytester: pytest.Pytester, tmp_path: Path) -> None:
         pytest.fail(result.stderr.str())
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["spyre: stack 2099.01 from *next.toml;*", "*STACK 2099.01"])
+
+
+def test_lock_file(pytester: pytest.Pytester) -> None:
+    """Under --spyre-lock the pinned set is applied; a release the lock does not pin is a
+    usage error naming the lock."""
+    from spyre_adapters import pin, write_lock
+
+    lock = pytester.path / "spyre-adapters.lock"
+    write_lock(pin(default_registry(), "2026.05"), lock)
+    pytester.makepyfile(
+        """
+        import spyre_adapters
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        def test_pinned(spyre_device):
+            config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                 num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
+            model = LlamaForCausalLM(config).to(spyre_device)
+            print("LOCKED", sorted(a.name for a in spyre_adapters.applied(model)))
+        """
+    )
+    result = run_spyre(pytester, "--spyre-stack=2026.05", f"--spyre-lock={lock}", "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"spyre: stack 2026.05; adapters: * lock: {lock}"])
+    names = sorted(a.split()[0] for a in _applied_to_llama("2026.05"))
+    assert any(line.endswith(f"LOCKED {names}") for line in result.outlines)
+    refused = run_spyre(pytester, "--spyre-stack=2026.09", f"--spyre-lock={lock}")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([f"*--spyre: lock '{lock}' cannot be used at stack 2026.09*"])

@@ -42,7 +42,9 @@ def test_llama_at_newest_release(examples: pytest.Pytester) -> None:
     data = read_report(report)
     assert data["stack"]["release"] == newest
     result.stdout.fnmatch_lines(["example suite: torch_device=spyre"])
-    result.stdout.fnmatch_lines(["*SKIPPED*test_modeling_llama.py:*: spyre: inference-only device*"])
+    result.stdout.fnmatch_lines(
+        ["*SKIPPED*test_modeling_llama.py:*: spyre: inference-only device*"]
+    )
     _check_failures_named(data, newest)
     outcomes = {t["nodeid"].rsplit("::", 1)[-1]: t["outcome"] for t in data["tests"]}
     assert outcomes["test_training"] == "skipped"
