@@ -98,3 +98,14 @@ def test_rollback_restores_the_model_exactly() -> None:
             return m(PROMPT).logits  # type: ignore[no-any-return]
 
     assert_rollback_exact(adapter, causal_lm("llama", **MISALIGNED), probe)
+
+
+def test_half_precision_models_pass_the_self_check() -> None:
+    stock = causal_lm("llama", **MISALIGNED).half()
+    model = causal_lm("llama", **MISALIGNED).half()
+    apply(adapter, model)
+    with torch.no_grad():
+        ref = stock(PROMPT).logits.float()
+        out = model(PROMPT).logits.float()
+    assert torch.equal(out.argmax(-1), ref.argmax(-1))
+    assert torch.nn.functional.cosine_similarity(out.flatten(), ref.flatten(), dim=0) >= 0.999
