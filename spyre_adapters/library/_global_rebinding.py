@@ -19,7 +19,7 @@ from typing import Any
 
 from torch import nn
 
-__all__ = ["forward_function", "functions_calling", "rebind_globals"]
+__all__ = ["code_mentions", "forward_function", "functions_calling", "rebind_globals"]
 
 _MAX_DEPTH = 6
 
@@ -49,6 +49,12 @@ def _chain(fn: types.FunctionType, depth: int = 0) -> Iterator[types.FunctionTyp
 def functions_calling(fn: types.FunctionType, name: str) -> list[types.FunctionType]:
     """The functions in ``fn``'s decorator chain whose code loads the global ``name``."""
     return [f for f in _chain(fn) if name in f.__code__.co_names and name in f.__globals__]
+
+
+def code_mentions(fn: types.FunctionType, name: str) -> bool:
+    """Whether any function of ``fn``'s decorator chain names ``name`` (a global, an attribute
+    or a method: ``x.masked_scatter(...)`` and ``torch.gather(...)`` both count)."""
+    return any(name in f.__code__.co_names for f in _chain(fn))
 
 
 def rebind_globals(

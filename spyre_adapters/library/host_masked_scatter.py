@@ -23,7 +23,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from spyre_adapters.contract import ModelEdit
-from spyre_adapters.library._global_rebinding import forward_function
+from spyre_adapters.library._global_rebinding import code_mentions, forward_function
 
 __all__ = ["HostMaskedScatter", "HostMaskedScatterMode", "adapter"]
 
@@ -55,21 +55,6 @@ class HostMaskedScatterMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _calls_masked_scatter(fn: types.FunctionType, depth: int = 0) -> bool:
-    if _NAME in fn.__code__.co_names:
-        return True
-    if depth >= 6:
-        return False
-    for cell in fn.__closure__ or ():
-        try:
-            content = cell.cell_contents
-        except ValueError:
-            continue
-        if isinstance(content, types.FunctionType) and _calls_masked_scatter(content, depth + 1):
-            return True
-    return False
-
-
 def _host_forward(stock: types.FunctionType) -> Callable[..., Any]:
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
         with HostMaskedScatterMode():
@@ -86,7 +71,7 @@ def _targets(model: nn.Module) -> list[tuple[nn.Module, types.FunctionType]]:
         bound = module.__dict__.get("forward")
         if getattr(getattr(bound, "__func__", None), _MARK, False):
             continue
-        if fn is not None and _calls_masked_scatter(fn):
+        if fn is not None and code_mentions(fn, _NAME):
             found.append((module, fn))
     return found
 

@@ -293,3 +293,22 @@ def vision_language_model(model_type: str, seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config)
     return randomize(model, seed).eval()
+
+
+def encoder(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
+    """A tiny text encoder (BERT-like) with seeded random weights."""
+    from transformers import AutoConfig, AutoModel
+
+    sizes: dict[str, Any] = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "vocab_size": VOCAB,
+        "max_position_embeddings": 64,
+        "pad_token_id": 0,
+    }
+    sizes.update(overrides)
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(AutoConfig.for_model(model_type, **sizes))
+    return randomize(model, seed).eval()
