@@ -104,3 +104,19 @@ def test_bool_storage_before_2026_02(spyre: ModuleType) -> None:
     assert info.value.gap == "bool-storage"
     with spyre.use_stack("2026.02"):
         assert mask.to("spyre").dtype == torch.bool
+
+
+def test_settings_switches_are_checked(spyre: ModuleType) -> None:
+    with pytest.raises(AttributeError, match="no switch 'layout'"):
+        spyre.settings.layout = False
+    with pytest.raises(TypeError, match="must be a bool"):
+        spyre.settings.numerics = 0
+    before = spyre.settings.generation
+    spyre.settings.layout_checks = False
+    try:
+        assert (_dev(2, 96) @ _dev(96, 64)).shape == (2, 64)
+    finally:
+        spyre.settings.layout_checks = True
+    assert spyre.settings.generation == before + 2
+    with pytest.raises(spyre.SpyreLayoutError):
+        _dev(2, 96) @ _dev(96, 64)
