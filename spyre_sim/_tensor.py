@@ -272,6 +272,7 @@ class _OpInfo:
         "kind",
         "mutated",
         "name",
+        "out_args",
         "overload",
         "packet",
         "qualname",
@@ -317,6 +318,11 @@ class _OpInfo:
             else:
                 fresh.append(-2)
         self.fresh = tuple(fresh)
+        self.out_args = tuple(
+            (i, a.name)
+            for i, a in enumerate(schema.arguments)
+            if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+        )
         self.mutated = tuple(
             i
             for i, a in enumerate(schema.arguments)
@@ -491,10 +497,27 @@ def _run(
         # decomposition dispatches the ops the catalogue knows
         return func.decompose(*args, **(kwargs or {}))
     telemetry.count_op(info.name, verdict.value)
-    decision = verdict.decision
-    if decision is Decision.FALLBACK:
-        return _fallback(func, info, verdict, args, hargs, hkwargs)
+    if kwargs and info.out_args:  # out=: return the given tensor, as PyTorch does
+        for index, name in info.out_args:
+            _out_kwargs[index] = kwargs.get(name)
+        try:
+            return _execute(func, info, verdict, args, kwargs, hargs, hkwargs)
+        finally:
+            _out_kwargs.clear()
+    return _execute(func, info, verdict, args, kwargs, hargs, hkwargs)
 
+
+def _execute(
+    func: OpOverload,
+    info: _OpInfo,
+    verdict: _Verdict,
+    args: Sequence[Any],
+    kwargs: dict[str, Any] | None,
+    hargs: list[Any],
+    hkwargs: dict[str, Any],
+) -> Any:
+    if verdict.decision is Decision.FALLBACK:
+        return _fallback(func, info, verdict, args, hargs, hkwargs)
     out = info.call(*hargs, **hkwargs)  # the C++ op, without OpOverload.__call__
     if not verdict.miscompiles:
         return _finish(info, args, out)
@@ -701,10 +724,15 @@ def _store_one(how: int, args: Sequence[Any], out: torch.Tensor, rounds: bool) -
     if how >= 0:  # an input written in place (add_, copy_, out=): round where it is stored
         if settings.numerics and rounds and out.dtype is torch.float16:
             round_to_dl16_(out)
-        if how < len(args) and type(args[how]) is SpyreTensor:
-            return args[how]
+        target = args[how] if how < len(args) else _out_kwargs.get(how)
+        if type(target) is SpyreTensor and target._host is out and target.shape == out.shape:
+            return target  # in-place ops and out= return the tensor they wrote
         return _wrap(out)
     return _wrap(out)  # a view: never rounded
+
+
+# out= tensors of the op being finished, by schema argument index (set by _run)
+_out_kwargs: dict[int, Any] = {}
 
 
 def _fallback(

@@ -105,3 +105,13 @@ def test_inference_mode_and_no_grad(spyre: ModuleType) -> None:
     with torch.no_grad():
         b = model(x).cpu()
     assert torch.equal(a, b)
+
+
+def test_in_place_and_out_return_the_written_tensor(spyre: ModuleType) -> None:
+    a = torch.ones(4, 64, dtype=torch.float16, device="spyre")
+    out = torch.empty(4, 64, dtype=torch.float16, device="spyre")
+    assert torch.add(a, a, out=out) is out
+    assert out.cpu()[0, 0].item() == 2.0
+    b = a.clone()
+    assert b.add_(1) is b
+    assert b.cpu()[0, 0].item() == 2.0
