@@ -34,7 +34,9 @@ class ModelTester:
         self.vocab_size = vocab_size
 
     def get_config(self) -> PretrainedConfig:
-        return self.config_class(vocab_size=self.vocab_size, **self.config_kwargs)
+        config_class: Any = self.config_class
+        config: PretrainedConfig = config_class(vocab_size=self.vocab_size, **self.config_kwargs)
+        return config
 
     def prepare_config_and_inputs(self) -> tuple[PretrainedConfig, dict[str, torch.Tensor]]:
         input_ids = ids_tensor([self.batch_size, self.seq_length], self.vocab_size)
@@ -51,10 +53,10 @@ class ModelTesterMixin:
     head_model_class: type[PreTrainedModel]
     hidden_size: int = 64
 
-    def _model(self, model_class: type[PreTrainedModel]) -> tuple[PreTrainedModel, dict[str, Any]]:
+    def _model(self, model_class: type[PreTrainedModel]) -> tuple[Any, dict[str, Any]]:
         config, inputs = self.model_tester.prepare_config_and_inputs()
         backend_manual_seed(torch_device, 0)
-        model = model_class(config)
+        model: Any = model_class(config)
         model.to(torch_device)
         model.eval()
         return model, inputs
@@ -93,7 +95,7 @@ class ModelTesterMixin:
             # the device holds no host storage to serialise: save from the host, as one does
             # for any accelerator checkpoint
             model.to("cpu").save_pretrained(directory)
-            reloaded = type(model).from_pretrained(directory)
+            reloaded: Any = type(model).from_pretrained(directory)
         reloaded.to(torch_device)
         reloaded.eval()
         with torch.no_grad():
@@ -120,7 +122,8 @@ class GenerationTesterMixin:
     def test_greedy_generate(self) -> None:
         config, inputs = self.model_tester.prepare_config_and_inputs()
         backend_manual_seed(torch_device, 0)
-        model = self.head_model_class(config).to(torch_device).eval()
+        model: Any = self.head_model_class(config)
+        model = model.to(torch_device).eval()
         with torch.no_grad():
             out = model.generate(
                 **inputs, max_new_tokens=self.max_new_tokens, do_sample=False,

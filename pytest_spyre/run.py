@@ -22,7 +22,6 @@ merges them, so its summary and JSON report equal a serial run's.
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 from collections.abc import Generator, Iterator
@@ -36,9 +35,10 @@ from torch import nn
 from pytest_spyre import report as report_mod
 from pytest_spyre import summary as summary_mod
 from pytest_spyre.adapters import AdapterView
-from pytest_spyre.backward_guard import BackwardGuard
+from pytest_spyre.inference_only import BackwardGuard, in_backward, is_training_op
 from pytest_spyre.options import SpyreOptions
 from pytest_spyre.placement import Placement
+from pytest_spyre.policy import apply_policy
 from pytest_spyre.record import Agreement, Blocker, TestRecord
 from spyre_sim import InferenceOnlyError, SpyreLoweringError, SpyreSimError
 from spyre_sim.catalogue import (
@@ -73,28 +73,6 @@ def _chain(exc: BaseException | None) -> Iterator[BaseException]:
 
 def _find(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
     return next((e for e in _chain(exc) if isinstance(e, kind)), None)
-
-
-def _is_training_op(op: str) -> bool:
-    """An op only training dispatches: a loss (``aten.nll_loss_forward``, ``aten.mse_loss``...;
-    an inference-only stack has no loss kernels) or dropout in training mode
-    (``aten.native_dropout``; in eval mode dropout dispatches nothing)."""
-    parts = op.split(".")
-    packet = parts[1] if len(parts) > 1 else op
-    return "loss" in packet or "dropout" in packet
-
-
-def _in_backward(exc: BaseException | None) -> bool:
-    """Whether a device error was raised under ``torch.autograd.backward``/``grad``: autograd
-    runs some ops (``ones_like`` for the seed gradient) before its engine starts, so on an old
-    release the first error a backward meets is a lowering error, not ``InferenceOnlyError``."""
-    tb = exc.__traceback__ if exc is not None else None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_name in ("backward", "grad") and "autograd" in code.co_filename:
-            return True
-        tb = tb.tb_next
-    return False
 
 
 class SpyreRun:
@@ -133,19 +111,12 @@ class SpyreRun:
                 f"--spyre-stack: {opts.stack!r} (from {(opts.sources or {}).get('spyre_stack')}) "
                 f"cannot be used: {exc}"
             ) from exc
-        self._stack.enter_context(use_stack(self.release))
+        # the policy is a view of the release; reports keep naming the release itself
+        self._stack.enter_context(use_stack(apply_policy(self.release, opts.unsupported)))
         configure_kwargs: dict[str, Any] = {
             "numerics": opts.numerics,
             "layout_checks": opts.layout_checks,
         }
-        if opts.unsupported != "fail":
-            if "unsupported" not in inspect.signature(configure).parameters:
-                raise pytest.UsageError(
-                    f"--spyre-unsupported: {opts.unsupported!r} (from "
-                    f"{(opts.sources or {}).get('spyre_unsupported')}) needs host fallback of "
-                    "unsupported ops, which the installed spyre_sim does not offer yet; use fail"
-                )
-            configure_kwargs["unsupported"] = opts.unsupported
         self._stack.enter_context(configure(**configure_kwargs))
         self._load_adapters()
         self.placement = Placement(
@@ -275,7 +246,7 @@ class SpyreRun:
         if (
             inference_only is None
             and isinstance(lowering, SpyreLoweringError)
-            and (_in_backward(lowering) or _is_training_op(lowering.op))
+            and (in_backward(lowering) or is_training_op(lowering.op))
         ):
             inference_only = lowering
         if isinstance(lowering, SpyreLoweringError) and inference_only is None:

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from plugin_runs import Run, pytest_subprocess, run_spyre
+from plugin_runs import Run, pytest_subprocess, read_report, run_spyre
 
 from spyre_adapters import Status, default_registry, prepare, restore, status_at
 from spyre_sim.catalogue import builtin_catalogue
@@ -212,7 +212,7 @@ def test_json_report_and_junit(at_2026_02: Run, suite_dir: Path) -> None:
     cases = {c.get("name"): c for c in ET.parse(suite_dir / "junit.xml").getroot().iter("testcase")}
     props = {p.get("name"): p.get("value") for p in cases["test_pow"].iter("property")}
     assert props["spyre_gaps"] == "pow"
-    assert "gap `pow` (aten.pow" in props["spyre_blocked_by"]
+    assert "gap `pow` (aten.pow" in (props["spyre_blocked_by"] or "")
     props = {p.get("name"): p.get("value") for p in cases["test_on_host"].iter("property")}
     assert props["spyre_on_device"] == "false"
 
@@ -302,3 +302,65 @@ def test_lock_file(pytester: pytest.Pytester) -> None:
     refused = run_spyre(pytester, "--spyre-stack=2026.09", f"--spyre-lock={lock}")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines([f"*--spyre: lock '{lock}' cannot be used at stack 2026.09*"])
+
+
+def test_everything_undone_after_an_in_process_run(pytester: pytest.Pytester) -> None:
+    """Patches, environment, stack and settings are back as they were once the run ends."""
+    import os
+
+    import torch
+
+    import spyre_sim
+
+    def state() -> tuple[object, ...]:
+        return (
+            torch.nn.Module.to, torch.nn.Module.cpu, torch.autograd.backward,
+            torch.autograd.grad, os.environ.get("TRANSFORMERS_TEST_DEVICE"),
+            os.environ.get("TRANSFORMERS_TEST_BACKEND"), spyre_sim.current_stack().name,
+            spyre_sim.settings.numerics, spyre_sim.settings.layout_checks,
+        )  # fmt: skip
+
+    before = state()
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_inside(spyre_device, spyre_stack):
+            assert spyre_device.type == "spyre"
+            assert spyre_stack.name == "2026.03"
+            assert hasattr(torch.nn.Module.to, "__wrapped__")
+            assert hasattr(torch.autograd.backward, "__wrapped__")
+        """
+    )
+    result = pytester.runpytest_inprocess(
+        "--spyre", "--spyre-stack=2026.03", "--spyre-numerics=off", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
+    assert state() == before
+
+
+def test_unsupported_fallback_policy(pytester: pytest.Pytester) -> None:
+    """With --spyre-unsupported=fallback an op the release cannot lower runs on the host and is
+    recorded as a fallback of its gap; layout rules still apply."""
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_pow_on_host(spyre_device):
+            x = torch.ones(2, 64, dtype=torch.float16, device=spyre_device)
+            assert float(x.pow(2).sum().cpu()) == 128.0
+        """
+    )
+    report = pytester.path / "r.json"
+    result = run_spyre(
+        pytester,
+        "--spyre-stack=2026.02",
+        "--spyre-unsupported=fallback",
+        f"--spyre-report={report}",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["spyre: numerics on, layout checks on, unsupported ops: fallback"])
+    (test,) = read_report(report)["tests"]
+    assert test["fallbacks"] == {"aten.pow.Tensor_Scalar": 1}
+    assert test["gaps"]["pow"] == 1
+    assert test["blocked_by"] is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +17,7 @@ def _ns(**given: object) -> SimpleNamespace:
     return SimpleNamespace(**values)
 
 
-def _ini(values: dict[str, str]) -> object:
+def _ini(values: dict[str, str]) -> Callable[[str], str]:
     return lambda key: values.get(key, "")
 
 

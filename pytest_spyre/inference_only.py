@@ -1,6 +1,12 @@
-"""Stop a backward pass on device tensors before autograd's engine starts.
+"""The device is inference-only: recognising training in a test, and stopping backward early.
 
-The device is inference-only. ``spyre_sim`` raises :class:`~spyre_sim.InferenceOnlyError` for
+A test is reported as an inference-only skip (not as a failure) when the device error that
+stopped it is :class:`~spyre_sim.InferenceOnlyError`, or a lowering error raised under
+``torch.autograd.backward``/``grad`` (:func:`in_backward`), or a lowering error of an op only
+training dispatches (:func:`is_training_op`: losses, training-mode dropout).
+
+Stopping a backward pass on device tensors before autograd's engine starts: the device is
+inference-only. ``spyre_sim`` raises :class:`~spyre_sim.InferenceOnlyError` for
 ops that autograd's engine runs on spyre tensors, but a test should not depend on what the
 engine does with an exception raised in its worker (an abort takes the whole test process with
 it, and on old releases the seed gradient's ``ones_like`` fails first with an unrelated lowering
@@ -18,7 +24,29 @@ import torch
 
 from spyre_sim import InferenceOnlyError
 
-__all__ = ["BackwardGuard"]
+__all__ = ["BackwardGuard", "in_backward", "is_training_op"]
+
+
+def is_training_op(op: str) -> bool:
+    """An op only training dispatches: a loss (``aten.nll_loss_forward``, ``aten.mse_loss``...;
+    an inference-only stack has no loss kernels) or dropout in training mode
+    (``aten.native_dropout``; in eval mode dropout dispatches nothing)."""
+    parts = op.split(".")
+    packet = parts[1] if len(parts) > 1 else op
+    return "loss" in packet or "dropout" in packet
+
+
+def in_backward(exc: BaseException | None) -> bool:
+    """Whether a device error was raised under ``torch.autograd.backward``/``grad``: autograd
+    runs some ops (``ones_like`` for the seed gradient) before its engine starts, so on an old
+    release the first error a backward meets is a lowering error, not ``InferenceOnlyError``."""
+    tb = exc.__traceback__ if exc is not None else None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in ("backward", "grad") and "autograd" in code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _tensors(value: Any) -> Iterable[torch.Tensor]:
