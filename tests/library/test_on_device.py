@@ -17,7 +17,7 @@ REALISTIC = {
 }
 CASES = {
     "llama": {"rope-rotation", "rms-norm", "host-mask", "contiguous-attention"},
-    "gemma2": {"rope-rotation", "rms-norm", "attention-softmax-input-dtype"},
+    "gemma2": {"rope-rotation", "rms-norm", "softmax-input-dtype"},
     "phi": {"rope-rotation", "layernorm-two-pass"},
     "gpt_neox": {"rope-rotation", "fused-projection-split", "layernorm-two-pass"},
     "gpt2": {"fused-projection-split", "layernorm-two-pass", "host-mask"},
