@@ -4,7 +4,9 @@ Run: ``python benchmarks/bench_device.py [--repeats N]``. Both models use random
 from ``LlamaConfig`` (no downloads) and run in fp16 under ``torch.inference_mode()`` with
 numerics emulation on; layout checks are off (the tiny config's head_dim is below a stick)
 and the stack is the newest built-in release. Prints the median times and the median
-device/CPU ratio of alternating runs for each model (targets: tiny <= 4x, medium <= 1.5x). One intra-op thread by default:
+device/CPU ratio of alternating runs for each model (targets: tiny <= 4x, medium <= 1.5x), and, as the
+floor any Python tensor subclass pays, the ratio of a do-nothing wrapper subclass (unwrap,
+run the op on the held tensor, wrap) on the same model. One intra-op thread by default:
 with OpenMP threads on a busy machine, tiny kernels wait for each other far longer than they
 run.
 """
@@ -42,9 +44,57 @@ def _paired_ms(
     return statistics.median(t_cpu), statistics.median(t_dev), statistics.median(ratios)
 
 
+class _Passthrough(torch.Tensor):
+    """A do-nothing wrapper subclass: PyTorch's own cost of a Python tensor subclass."""
+
+    _inner: torch.Tensor
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> _Passthrough:
+        made: _Passthrough = torch.Tensor._make_wrapper_subclass(
+            cls,
+            inner.shape,
+            strides=inner.stride(),
+            storage_offset=inner.storage_offset(),
+            dtype=inner.dtype,
+            device=inner.device,
+            requires_grad=False,
+        )
+        made._inner = inner
+        return made
+
+    def __tensor_flatten__(self) -> tuple[list[str], None]:
+        return ["_inner"], None
+
+    @staticmethod
+    def __tensor_unflatten__(
+        inner: dict[str, torch.Tensor], meta: Any, size: Any, stride: Any
+    ) -> _Passthrough:
+        return _Passthrough(inner["_inner"])
+
+    @classmethod
+    def __torch_dispatch__(  # type: ignore[override]
+        cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
+    ) -> Any:
+        def unwrap(x: Any) -> Any:
+            if type(x) is _Passthrough:
+                return x._inner
+            if isinstance(x, (list, tuple)):
+                return type(x)(unwrap(y) for y in x)
+            return x
+
+        out = func(*unwrap(tuple(args)), **{k: unwrap(v) for k, v in (kwargs or {}).items()})
+        if isinstance(out, torch.Tensor):
+            return _Passthrough(out)
+        if isinstance(out, (list, tuple)):
+            return type(out)(_Passthrough(o) if isinstance(o, torch.Tensor) else o for o in out)
+        return out
+
+
 def _case(
     name: str, hidden: int, layers: int, heads: int, seq: int, batch: int, repeats: int
-) -> tuple[str, float, float, float]:
+) -> tuple[str, float, float, float, float]:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     import spyre_sim
@@ -62,24 +112,28 @@ def _case(
     config._attn_implementation = "sdpa"
     cpu: Any = LlamaForCausalLM(config)
     dev: Any = LlamaForCausalLM(config)
-    cpu.eval().half()
-    dev.eval().half()
+    floor: Any = LlamaForCausalLM(config)
+    for model in (cpu, dev, floor):
+        model.eval().half()
     dev.load_state_dict(cpu.state_dict())
+    floor.load_state_dict(cpu.state_dict())
     dev.to("spyre")
+    floor._apply(_Passthrough)
     ids = torch.randint(0, config.vocab_size, (batch, seq))
     ids_dev = ids.to("spyre")
+    ids_floor = _Passthrough(ids)
 
-    def run_cpu() -> object:
-        with torch.inference_mode():
-            return cpu(ids).logits
+    def run(model: Any, inputs: torch.Tensor) -> Callable[[], object]:
+        def forward() -> object:
+            with torch.inference_mode():
+                return model(inputs).logits
 
-    def run_dev() -> object:
-        with torch.inference_mode():
-            return dev(ids_dev).logits
+        return forward
 
     with spyre_sim.configure(numerics=True, layout_checks=False):
-        t_cpu, t_dev, ratio = _paired_ms(run_cpu, run_dev, repeats)
-    return name, t_cpu, t_dev, ratio
+        t_cpu, t_dev, ratio = _paired_ms(run(cpu, ids), run(dev, ids_dev), repeats)
+    _, _, floor_ratio = _paired_ms(run(cpu, ids), run(floor, ids_floor), repeats)
+    return name, t_cpu, t_dev, ratio, floor_ratio
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         _case("tiny (b2 s32 h64 l2)", 64, 2, 4, 32, 2, args.repeats),
         _case("medium (b2 s128 h512 l4)", 512, 4, 8, 128, 2, max(5, args.repeats // 4)),
     ]
-    print(f"{'model':28} {'cpu ms':>9} {'spyre ms':>9} {'ratio':>7}")
-    for name, t_cpu, t_dev, ratio in cases:
-        print(f"{name:28} {t_cpu:9.2f} {t_dev:9.2f} {ratio:6.2f}x")
+    print(f"{'model':28} {'cpu ms':>9} {'spyre ms':>9} {'ratio':>7} {'floor':>7}")
+    for name, t_cpu, t_dev, ratio, floor_ratio in cases:
+        print(f"{name:28} {t_cpu:9.2f} {t_dev:9.2f} {ratio:6.2f}x {floor_ratio:6.2f}x")
     return 0
 
 
