@@ -114,8 +114,12 @@ class HostRotaryEmbedding(nn.Module):
     and the state dict is unchanged. Rows beyond the table are computed on the host on demand.
     """
 
-    def __init__(self, stock: nn.Module, head_dim: int, length: int) -> None:
+    def __init__(
+        self, stock: nn.Module, head_dim: int, length: int, layout: Layout | None = None
+    ) -> None:
         super().__init__()
+        # how the consumers read the tables: ``cos @ L + c`` / ``sin @ L`` (see _measure_rotation)
+        self.layout = layout
         # a private CPU copy: the original goes back into the model on rollback, untouched
         self._stock: tuple[nn.Module, ...] = (copy.deepcopy(stock).to("cpu"),)
         self.head_dim = head_dim
@@ -152,9 +156,10 @@ class HostRotaryEmbedding(nn.Module):
                 f"rotary tables are {rotary} wide but the attention head dim is {source}; "
                 "adapter `rope-rotation` pads tables up to the head dim and cannot shrink them"
             )
-        pad = source - rotary
-        cos = torch.cat([cos, torch.ones(length, pad)], dim=-1)
-        sin = torch.cat([sin, torch.zeros(length, pad)], dim=-1)
+        layout, offset = self.layout or identity_layout(rotary, source)
+        # a 0/1 selection matrix: every output column is one table column, exactly
+        cos = cos @ layout + offset
+        sin = sin @ layout
         if self.placement is not None:
             cos, sin = self.place((cos, sin), self.head_dim, self.placement)
         return cos.contiguous(), sin.contiguous()
@@ -177,31 +182,59 @@ class HostRotaryEmbedding(nn.Module):
         return f"head_dim={self.head_dim}, host tables={sorted(map(str, self._tables))}"
 
 
-def _measure_rotation(apply_fn: Callable[..., Any], head_dim: int, rotary: int) -> torch.Tensor:
-    """The matrix ``P`` with ``apply_fn(q) == q * C + (q @ P) * S`` (C, S identity-padded),
-    measured on unit vectors and then verified on random inputs. Raises ValueError if the
-    family's function is not of that form."""
-    eye = torch.eye(head_dim).view(1, 1, head_dim, head_dim)
-    cos0 = torch.zeros(1, head_dim, rotary)
-    sin1 = torch.ones(1, head_dim, rotary)
+Layout = tuple[torch.Tensor, torch.Tensor]  # (L [rotary, width], c [width])
+
+
+def identity_layout(rotary: int, width: int) -> Layout:
+    """The layout of the standard functions: tables used as they are, identity-padded."""
+    layout = torch.zeros(rotary, width)
+    layout[:, :rotary] = torch.eye(rotary)
+    offset = torch.zeros(width)
+    offset[rotary:] = 1.0
+    return layout, offset
+
+
+def _measure_rotation(
+    apply_fn: Callable[..., Any], width: int, rotary: int
+) -> tuple[Layout, torch.Tensor]:
+    """Measure ``apply_fn`` as ``q * (cos @ L + c) + (q @ P) * (sin @ L)`` for ``width``-wide
+    heads and ``rotary``-wide tables, then verify that form on random inputs.
+
+    ``L`` is how the function lays its tables out (the identity for the usual half-split
+    functions, a ``repeat_interleave`` of the first half for GLM and Helium), ``c`` the 1s of
+    the pass-through columns, and ``P`` the signed permutation of ``rotate_half``. Returns
+    ``((L, c), P)``; raises ValueError if the function is not of that form."""
+    ones = torch.ones(1, 1, rotary, width)
+    zeros = torch.zeros(1, rotary, rotary)
     with torch.no_grad():
-        rows, _ = apply_fn(eye, eye.clone(), cos0, sin1)
-    rotation: torch.Tensor = torch.as_tensor(rows).reshape(head_dim, head_dim).clone()
-    rotation[:, rotary:] = 0.0
+        offset, _ = apply_fn(ones[..., :1, :], ones[..., :1, :].clone(), zeros[:, :1], zeros[:, :1])
+        offset = torch.as_tensor(offset).reshape(width)
+        unit = torch.eye(rotary).view(1, rotary, rotary)  # position j carries cos = e_j
+        columns, _ = apply_fn(ones, ones.clone(), unit, zeros)
+    layout = torch.as_tensor(columns).reshape(rotary, width) - offset
+    turning = torch.ones(rotary) @ layout  # 1 on the columns the rotation acts on
+    if not bool(((turning == 0) | (turning == 1)).all()):
+        raise ValueError(f"{_APPLY_NAME} lays its tables out in a way this adapter cannot")
+    eye = torch.eye(width).view(1, 1, width, width)
+    with torch.no_grad():
+        rows, _ = apply_fn(
+            eye, eye.clone(), torch.zeros(1, width, rotary), torch.ones(1, width, rotary)
+        )
+    rotation: torch.Tensor = torch.as_tensor(rows).reshape(width, width).clone() * turning
     gen = torch.Generator().manual_seed(0)
-    q = torch.randn(2, 3, 5, head_dim, generator=gen)
-    k = torch.randn(2, 1, 5, head_dim, generator=gen)
+    q = torch.randn(2, 3, 5, width, generator=gen)
+    k = torch.randn(2, 1, 5, width, generator=gen)
     cos = torch.randn(2, 5, rotary, generator=gen)
     sin = torch.randn(2, 5, rotary, generator=gen)
     with torch.no_grad():
         q_ref, k_ref = apply_fn(q, k, cos, sin)
-    cos_p = torch.cat([cos, torch.ones(2, 5, head_dim - rotary)], dim=-1)[:, None]
-    sin_p = torch.cat([sin, torch.zeros(2, 5, head_dim - rotary)], dim=-1)[:, None]
+    cos_l = (cos @ layout + offset)[:, None]
+    sin_l = (sin @ layout)[:, None]
     for x, ref in ((q, q_ref), (k, k_ref)):
-        ours = x * cos_p + (x @ rotation) * sin_p
+        ours = x * cos_l + (x @ rotation) * sin_l
         if ours.shape != ref.shape or not torch.allclose(ours, ref, atol=1e-5, rtol=1e-5):
             raise ValueError(f"{_APPLY_NAME} is not a rotate-half style rotation")
-    return rotation
+    return (layout, offset), rotation
 
 
 def rotation_function(
@@ -264,6 +297,7 @@ class _Plan:
         self.rotary: list[str] = []
         self.consumers: list[tuple[str, types.FunctionType, dict[str, Any]]] = []
         self.rotations: dict[int, dict[int, torch.Tensor]] = {}
+        self.layouts: list[Layout] = []  # how the head-dim functions lay their tables out
         self.head_dim = 0
 
 
@@ -311,9 +345,11 @@ def _plan(model: nn.Module) -> _Plan | None:
             widths.add(narrowed)  # the attention body slices the rotary part off itself
         for width in widths - set(measured):
             try:
-                measured[width] = _measure_rotation(owner[_APPLY_NAME], width, rotary)
+                layout, measured[width] = _measure_rotation(owner[_APPLY_NAME], width, rotary)
             except Exception:  # the probe failing in any way means: not the standard form
                 continue
+            if width == plan.head_dim:
+                plan.layouts.append(layout)
         if not measured:
             return None
         if isinstance(narrowed, int) and narrowed in measured and plan.head_dim not in measured:
@@ -321,6 +357,10 @@ def _plan(model: nn.Module) -> _Plan | None:
             whole = torch.zeros(plan.head_dim, plan.head_dim)
             whole[:narrowed, :narrowed] = measured[narrowed]
             measured[plan.head_dim] = whole
+    first = plan.layouts[0] if plan.layouts else identity_layout(rotary, plan.head_dim)
+    if any(not (torch.equal(a, first[0]) and torch.equal(b, first[1])) for a, b in plan.layouts):
+        return None  # two functions wanting the same tables laid out differently
+    plan.layouts = [first]
     return plan
 
 
@@ -408,7 +448,8 @@ class RopeRotation:
         length = min(max_positions, _FIRST_TABLE_LENGTH) if isinstance(max_positions, int) else 2048
         for path in plan.rotary:
             stock = model.get_submodule(path)
-            edit.replace_module(path, HostRotaryEmbedding(stock, plan.head_dim, max(length, 1)))
+            rotary = HostRotaryEmbedding(stock, plan.head_dim, max(length, 1), plan.layouts[0])
+            edit.replace_module(path, rotary)
         functions = {key: rotation_function(rot) for key, rot in plan.rotations.items()}
         for path, fn, owner in plan.consumers:
             module = model.get_submodule(path)

@@ -101,10 +101,50 @@ def test_does_not_match_models_without_standard_rope() -> None:
     assert not adapter.matches(dynamic)
 
 
+def apply_rotary_pos_emb(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    # not a rotation at all: squares its inputs (the shape a family-specific form could have)
+    return q * q * cos.unsqueeze(1), k * sin.unsqueeze(1)
+
+
+class _Rotary(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inv_freq = torch.nn.Buffer(torch.ones(4), persistent=False)
+
+    def forward(
+        self, x: torch.Tensor, position_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = position_ids[..., None].float() * self.inv_freq
+        return freqs.cos(), freqs.sin()
+
+
+class _Attention(torch.nn.Module):
+    head_dim = 8
+
+    def forward(self, q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        return apply_rotary_pos_emb(q, q, cos, sin)[0]
+
+
 def test_declines_a_rotation_it_cannot_reproduce() -> None:
-    # Helium re-lays out cos/sin inside its apply_rotary_pos_emb (interleaved halves): the
-    # measured form q*cos + (q@P)*sin does not reproduce it, so the adapter must decline.
-    assert not adapter.matches(causal_lm("helium"))
+    # the form q*(cos@L + c) + (q@P)*(sin@L) is measured and then verified on random inputs:
+    # a function of another form must make the adapter decline, never be replaced
+    model = torch.nn.Module()
+    model.rotary_emb = _Rotary()
+    model.attn = _Attention()
+    assert not adapter.matches(model)
+
+
+def test_reproduces_interleaved_table_layouts() -> None:
+    # GLM and Helium re-lay their tables out inside apply_rotary_pos_emb
+    # (repeat_interleave of the first half): that layout is measured and baked into the tables
+    model = causal_lm("helium")
+    apply(adapter, model)
+    rotary = model.model.rotary_emb
+    assert isinstance(rotary, HostRotaryEmbedding)
+    layout, _ = rotary.layout
+    assert not torch.equal(layout, torch.eye(16))
 
 
 def test_stock_forward_of_the_class_is_untouched() -> None:
