@@ -118,7 +118,8 @@ class FamilyBuildError(SpyreAdaptersError):
 class BuiltFamily:
     """A built family: the CPU model (fp32, eval mode), its inputs and the CPU reference output.
 
-    ``kind`` is ``"causal-lm"`` (the output is the logits; compared by greedy top-1 at every
+    ``fit`` is ``"preset"`` (every size of the preset) or ``"depth"`` (the family's own
+    widths; see :func:`build_family`). ``kind`` is ``"causal-lm"`` (the output is the logits; compared by greedy top-1 at every
     position) or ``"base"`` (the output is the last hidden state or the first output tensor;
     compared by cosine).
     """
@@ -132,6 +133,7 @@ class BuiltFamily:
     output_name: str
     reference: torch.Tensor
     options: dict[str, Any]
+    fit: str = "preset"
 
     def run(self, model: nn.Module, device: str | torch.device = "cpu") -> torch.Tensor:
         """Run ``model`` on this family's inputs moved to ``device``; return the compared output
@@ -236,11 +238,23 @@ def _is_config(value: object) -> bool:
     return hasattr(value, "to_dict") and hasattr(value, "model_type")
 
 
-def _overrides(config: Any, preset: SizePreset) -> dict[str, Any]:
-    """The constructor arguments that shrink ``config`` to ``preset`` (sub-configs as dicts)."""
+def _overrides(config: Any, preset: SizePreset, fit: str = "preset") -> dict[str, Any]:
+    """The constructor arguments that shrink ``config`` to ``preset`` (sub-configs as dicts).
+
+    ``fit="depth"`` shrinks only what does not change the shapes of a layer (layer count,
+    vocabulary, image and audio lengths, expert count): the family's own widths are kept.
+    """
     attrs: Mapping[str, Any] = vars(config)
     out: dict[str, Any] = {}
     default_layers = next((attrs[k] for k in _LAYERS if _is_int(attrs.get(k))), None)
+    if fit == "depth":
+        _depth_overrides(attrs, preset, out, default_layers)
+        for key, value in attrs.items():
+            if _is_config(value):
+                sub = _overrides(value, preset, fit)
+                sub["model_type"] = value.model_type
+                out[key] = {**_plain_dict(value), **sub}
+        return out
 
     def put(keys: tuple[str, ...], value: int, *, allow_none: bool = False) -> None:
         for key in keys:
@@ -318,14 +332,49 @@ def _overrides(config: Any, preset: SizePreset) -> dict[str, Any]:
     return out
 
 
+def _depth_overrides(
+    attrs: Mapping[str, Any], preset: SizePreset, out: dict[str, Any], default_layers: Any
+) -> None:
+    for key in _LAYERS:
+        if _is_int(attrs.get(key)) and attrs[key] > preset.layers:
+            out[key] = preset.layers
+    layer_types = attrs.get("layer_types")
+    if isinstance(layer_types, (list, tuple)) and default_layers is not None:
+        out["layer_types"] = list(layer_types)[: preset.layers]
+    for key in _EXPERTS:
+        if _is_int(attrs.get(key)) and attrs[key] > preset.experts:
+            out[key] = preset.experts
+    if _is_int(attrs.get("vocab_size")) and attrs["vocab_size"] > preset.vocab:
+        out["vocab_size"] = preset.vocab
+        for key, value in attrs.items():
+            special = key.endswith(("_token_id", "_token_index")) and _is_int(value)
+            if special and value >= preset.vocab:
+                out[key] = preset.vocab - 1 - (value % 8)
+
+
+def _width(config: Any) -> int:
+    """The widest model width of ``config`` and its sub-configs."""
+    widths = [getattr(config, k) for k in _WIDTH if _is_int(getattr(config, k, None))]
+    for value in vars(config).values():
+        if _is_config(value):
+            widths.append(_width(value))
+    return max(widths, default=0)
+
+
+#: ``fit="depth"`` (the family's own widths) is tried only up to this width: wider models are
+#: too slow to run on the emulated device in a sweep.
+MAX_DEPTH_FIT_WIDTH = 1024
+
+
 def _plain_dict(config: Any) -> dict[str, Any]:
     data: dict[str, Any] = config.to_dict()
     data.pop("transformers_version", None)
     return data
 
 
-def family_config(model_type: str, *, preset: SizePreset = REALISTIC) -> Any:
-    """The config of ``model_type`` shrunk to ``preset``.
+def family_config(model_type: str, *, preset: SizePreset = REALISTIC, fit: str = "preset") -> Any:
+    """The config of ``model_type`` shrunk to ``preset`` (``fit="depth"``: only the depth,
+    vocabulary and input lengths; the family's own widths are kept).
 
     Raises :class:`FamilyBuildError` (stage ``"config"``) if the model type is unknown or its
     config class rejects the sizes.
@@ -337,7 +386,13 @@ def family_config(model_type: str, *, preset: SizePreset = REALISTIC) -> Any:
         default = config_class()
     except Exception as exc:  # any failure of a third-party constructor means "does not build"
         raise FamilyBuildError(model_type, "config", _one_line(exc)) from exc
-    overrides = _overrides(default, preset)
+    if fit == "depth" and _width(default) > MAX_DEPTH_FIT_WIDTH:
+        raise FamilyBuildError(
+            model_type,
+            "config",
+            f"its own width {_width(default)} is above {MAX_DEPTH_FIT_WIDTH} (too slow to emulate)",
+        )
+    overrides = _overrides(default, preset, fit)
     try:
         return config_class(**overrides)
     except Exception as first:
@@ -516,9 +571,31 @@ def build_family(model_type: str, *, preset: SizePreset = REALISTIC, seed: int =
     """Build ``model_type`` at ``preset`` sizes with seeded random weights, find inputs its
     forward accepts, and record the CPU reference output (fp32, eval mode).
 
-    Raises :class:`FamilyBuildError` naming the stage that failed.
+    When the family does not build with every size of the preset (its config derives shapes
+    the shrink does not know about), it is built again keeping its own widths and shrinking
+    only its depth, vocabulary and input lengths (``fit`` is then ``"depth"``), if those
+    widths are at most :data:`MAX_DEPTH_FIT_WIDTH`. Raises :class:`FamilyBuildError` naming
+    the stage that failed with the full preset.
     """
-    config = family_config(model_type, preset=preset)
+    try:
+        return _build(model_type, preset, seed, "preset")
+    except FamilyBuildError as first:
+        if model_type not in _known_model_types():
+            raise
+        try:
+            return _build(model_type, preset, seed, "depth")
+        except FamilyBuildError:
+            raise first from None
+
+
+def _known_model_types() -> set[str]:
+    from transformers import CONFIG_MAPPING
+
+    return set(CONFIG_MAPPING.keys())
+
+
+def _build(model_type: str, preset: SizePreset, seed: int, fit: str) -> BuiltFamily:
+    config = family_config(model_type, preset=preset, fit=fit)
     try:
         model_class, kind = _model_class(model_type, config)
     except Exception as exc:
@@ -566,6 +643,7 @@ def build_family(model_type: str, *, preset: SizePreset = REALISTIC, seed: int =
             output_name=output_name,
             reference=reference.detach().float(),
             options=options,
+            fit=fit,
         )
     assert first_error is not None
     raise FamilyBuildError(model_type, "forward", _one_line(first_error))

@@ -39,7 +39,8 @@ are :class:`~spyre_adapters.triage.Category` values, also never renamed)::
          "bridging": {"sin-cos": ["rope-rotation"]},   # gap -> adapters listing it
          "blockers": [{gap, op, module_path, count, raised}],
          "suggestions": {"gap": "TOML manifest skeleton"},
-         "seconds": 1.7}
+         "seconds": 1.7,
+         "fit": "preset"}               # "depth": built with the family's own widths
       ]
     }
 

@@ -199,6 +199,7 @@ class TriageResult:
     blockers: list[GapHit] = field(default_factory=list)
     suggestions: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    fit: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-serialisable data (keys documented in :mod:`spyre_adapters.sweep`)."""
@@ -241,6 +242,7 @@ class TriageResult:
             blockers=[GapHit(**g) for g in data.get("blockers", [])],
             suggestions=dict(data.get("suggestions", {})),
             seconds=data.get("seconds", 0.0),
+            fit=data.get("fit"),
         )
 
 
@@ -713,6 +715,7 @@ def triage(
         blockers=blockers,
         suggestions=suggestions,
         seconds=time.perf_counter() - start,
+        fit=built.fit,
     )
 
 
