@@ -39,6 +39,16 @@ _FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     "gptj": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "rotary_dim": 8},
     "codegen": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64, "rotary_dim": 8},
     "t5": {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "d_kv": 16},
+    "mt5": {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "d_kv": 16},
+    "umt5": {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "d_kv": 16},
+    "longt5": {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "d_kv": 16},
+    "switch_transformers": {
+        "d_model": 64,
+        "d_ff": 128,
+        "num_layers": 2,
+        "num_heads": 4,
+        "d_kv": 16,
+    },
     "gpt_neo": {"attention_types": [[["global", "local"], 1]], "num_layers": 2, "window_size": 8},
 }
 
