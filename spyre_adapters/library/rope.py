@@ -5,21 +5,23 @@ Matches every model that has a standard Transformers rotary embedding module (a 
 ``inv_freq`` buffer, or per-layer-type ``<type>_inv_freq`` buffers, called as
 ``rotary_emb(x, position_ids, ...)`` and returning ``(cos, sin)``) and modules whose forward calls
 their modeling module's ``apply_rotary_pos_emb``. Llama, Mistral, Qwen2/3, Gemma 1-3, Phi,
-Phi-3, GPT-NeoX, Granite, OLMo, StableLM, Cohere, ... all have that shape.
+Phi-3, GPT-NeoX, Granite, OLMo, StableLM, Cohere, GLM, Helium, ... all have that shape.
 
 What changes:
 
 - the rotary embedding module becomes :class:`HostRotaryEmbedding`: the stock module's own
   ``(cos, sin)`` for positions ``0..L-1`` are computed once on the host at prepare time (so
-  every RoPE scaling the stock module knows is honoured), padded to the full head dim with
-  cos = 1 / sin = 0 (identity padding for partial rotary), and each forward only looks rows up
-  on the host and ships them to the input's device: no ``sin``/``cos`` on the device;
+  every RoPE scaling the stock module knows is honoured), laid out as the family's function
+  reads them and padded to the full head dim with cos = 1 / sin = 0 (identity padding for
+  partial rotary); each forward only looks rows up on the host and ships them to the input's
+  device: no ``sin``/``cos`` on the device;
 - each module calling ``apply_rotary_pos_emb`` gets a per-instance forward whose copy of the
-  modeling module's globals holds a slice-free rotation ``q * cos + (q @ P) * sin``. ``P`` is the
-  fixed signed permutation that ``rotate_half`` (or an interleaved variant) performs; it is
-  *measured* from the family's own function at prepare time and the whole formula is checked
-  against that function on random inputs, so a family with a different rotation is declined,
-  never silently changed. No module-level global is touched.
+  modeling module's globals holds a slice-free rotation ``q * cos + (q @ P) * sin``. ``P`` (the
+  signed permutation ``rotate_half`` or an interleaved variant performs) and the table layout
+  (identity, or GLM's and Helium's ``repeat_interleave`` of the first half) are *measured* from
+  the family's own function at prepare time, and the whole form is checked against that
+  function on random inputs, so a family with another rotation is declined, never silently
+  changed. No module-level global is touched.
 
 Partial rotary needs no cut either: tables and ``P`` are identity-padded to the whole head, and
 where the attention body itself cuts ``q[..., :r]`` / ``q[..., r:]`` and concatenates them back
