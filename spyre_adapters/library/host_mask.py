@@ -85,9 +85,8 @@ def _host_factory(stock: Callable[..., Any]) -> Callable[..., Any]:
                 mask, torch.zeros((), dtype=dtype), torch.full((), fill, dtype=dtype)
             )
         else:
-            additive = torch.where(
-                mask < 0, torch.full((), fill, dtype=dtype), torch.zeros((), dtype=dtype)
-            )
+            # -inf and finfo.min become the finite fill; any other bias a caller passed stays
+            additive = torch.where(mask <= fill, torch.full((), fill, dtype=dtype), mask.to(dtype))
         return additive.to(device=device)
 
     setattr(factory, _MARK, True)

@@ -78,6 +78,17 @@ def test_attention_gets_a_materialised_finite_mask(model_type: str) -> None:
         assert torch.equal(mask[0, 0] == 0, torch.ones(9, 9, dtype=torch.bool).tril())
 
 
+def test_a_caller_4d_additive_mask_keeps_its_biases() -> None:
+    stock, adapted = _model("llama", "eager"), _model("llama", "eager")
+    apply(adapter, adapted)
+    bias = torch.linspace(-2.0, 0.0, 9).expand(1, 1, 9, 9).clone()
+    bias = bias.masked_fill(torch.ones(9, 9, dtype=torch.bool).triu(1), float("-inf"))
+    with torch.no_grad():
+        ref = stock(PROMPT, attention_mask=bias).logits
+        out = adapted(PROMPT, attention_mask=bias).logits
+    assert torch.allclose(out, ref, atol=1e-5, rtol=0)
+
+
 def test_rollback_restores_the_model_exactly() -> None:
     def probe(m: torch.nn.Module) -> torch.Tensor:
         with torch.no_grad():
