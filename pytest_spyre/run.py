@@ -167,17 +167,22 @@ class SpyreRun:
         ]
 
     # -- per test -------------------------------------------------------------------------
-    def _xfail_gap(self, item: pytest.Item) -> str | None:
+    def _xfail_gap(self, item: pytest.Item) -> tuple[str | None, str | None]:
+        """The gap of a ``spyre_xfail`` marker, or the problem with the marker."""
         marker = item.get_closest_marker("spyre_xfail")
         if marker is None:
-            return None
+            return None, None
         gap = marker.kwargs.get("gap", marker.args[0] if marker.args else None)
         if not isinstance(gap, str):
-            raise pytest.UsageError(
-                f"{item.nodeid}: spyre_xfail needs a gap id, e.g. spyre_xfail(gap='sin-cos'); "
-                f"got {gap!r}"
+            return None, (
+                f"spyre_xfail needs a gap id, e.g. spyre_xfail(gap='sin-cos'); got {gap!r}"
             )
-        return gap
+        known = catalogue_for(self.release).gaps
+        if gap not in known:
+            return None, (
+                f"spyre_xfail(gap={gap!r}): unknown gap id; known gaps: {', '.join(sorted(known))}"
+            )
+        return gap, None
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -191,16 +196,10 @@ class SpyreRun:
         self.placement.enabled = not on_host
         if on_host:
             self._bind_host_device(item)
-        gap = self._xfail_gap(item)
-        known = catalogue_for(self.release).gaps
-        if gap is not None and gap in known:
-            rec.xfail_gap = gap
+        rec.xfail_gap, problem = self._xfail_gap(item)
         result = yield  # pytest's own setup first: failing before it breaks its teardown
-        if gap is not None and gap not in known:
-            pytest.fail(
-                f"spyre_xfail(gap={gap!r}): unknown gap id; known gaps: {', '.join(sorted(known))}",
-                pytrace=False,
-            )
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
         return result
 
     def _bind_host_device(self, item: pytest.Item) -> None:
