@@ -51,11 +51,14 @@ class AdapterView:
             raise pytest.UsageError(
                 f"--spyre: {where} cannot be used at stack {release.name}: {exc}"
             ) from exc
+        # "retired" is "retirable" plus auto-retirement (not applied): both can be deleted
+        deletable = (spyre_adapters.Status.RETIRABLE, spyre_adapters.Status.RETIRED)
         retirable = [
-            {"name": r.name, "version": str(r.version), "gaps": sorted(r.manifest.gaps)}
+            {"name": r.name, "version": str(r.version), "status": r.status.value,
+             "gaps": sorted(r.manifest.gaps)}
             for r in rows
-            if r.status is spyre_adapters.Status.RETIRABLE
-        ]
+            if r.status in deletable
+        ]  # fmt: skip
         return cls(release, lock, registry, len(registry.manifests()), sorted(resolved),
                    sorted(retirable, key=lambda a: (a["name"], a["version"])))  # fmt: skip
 

@@ -14,7 +14,9 @@ file, and two runs can be diffed::
       "adapters": {
         "registered": 12,                       # adapter versions registered
         "resolved": ["rope-rotation 1.0.0"],    # applied to matching models at this release
-        "retirable": [{"name": "...", "version": "...", "gaps": ["pow"]}]
+        "retirable": [{"name": "...", "version": "...", "status": "retirable" | "retired",
+                       "gaps": ["pow"]}]            # every bridged gap closed at this release;
+                                                    # "retired": auto-retired, not applied
       },
       "summary": {
         "tests": 20, "on_device": 19,

@@ -52,7 +52,10 @@ def write(terminal: Any, run: SpyreRun, records: list[TestRecord]) -> None:
     terminal.write_line(f"fallbacks: {_listing(fallbacks)}")
     terminal.write_line(f"miscompiles: {_per_tests(total.miscompiles)}")
     terminal.write_line(f"adapters applied: {_per_tests(total.adapters)}")
-    retirable = [f"{a['name']} {a['version']}" for a in run.retirable]
+    retirable = [
+        f"{a['name']} {a['version']}" + (" (auto-retired)" if a["status"] == "retired" else "")
+        for a in run.retirable
+    ]
     line = f"adapters retirable at {release}: {_listing(retirable)}"
     if retirable:
         line += f" -- see `spyre-adapters audit --stack {release}`"

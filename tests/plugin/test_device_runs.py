@@ -149,6 +149,16 @@ def test_pow_gap_closed(suite_dir: Path) -> None:
          "stack 2026.03 (first closed in 2026.03); the test passed at this release*"]
     )  # fmt: skip
     run.fnmatch_lines(["gap closed, remove spyre_xfail marker: *test_pow_marked"])
+    retired = [
+        f"{r.name} {r.version} (auto-retired)"
+        for r in status_at(default_registry(), "2026.03")
+        if r.status is Status.RETIRED
+    ]
+    if retired:  # pow closes at 2026.03: an adapter bridging only pow is retired there
+        run.fnmatch_lines(
+            [f"adapters retirable at 2026.03: *{retired[0]}* -- see `spyre-adapters audit "
+             "--stack 2026.03`"]
+        )  # fmt: skip
 
 
 def test_summary_lines(at_2026_02: Run) -> None:
@@ -156,7 +166,7 @@ def test_summary_lines(at_2026_02: Run) -> None:
     retirable = [
         f"{r.name} {r.version}"
         for r in status_at(default_registry(), "2026.02")
-        if r.status is Status.RETIRABLE
+        if r.status in (Status.RETIRABLE, Status.RETIRED)
     ]
     expected = [
         "*= spyre summary: stack 2026.02 =*",
