@@ -409,7 +409,7 @@ class SpyreRun:
                 self.records[rec.nodeid] = rec
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker:
+        if self.is_worker or self.config.option.collectonly:
             return
         summary_mod.write(terminalreporter, self, list(self.records.values()))
 
