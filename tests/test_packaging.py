@@ -37,7 +37,7 @@ def test_every_package_on_disk_is_declared() -> None:
 def test_builtin_manifests_resolve_as_package_data() -> None:
     from importlib.resources import files
 
-    tomls = [p for p in (ROOT / "manifests").rglob("*.toml")]
+    tomls = list((ROOT / "manifests").rglob("*.toml"))
     assert tomls, "no built-in manifests found"
     root = files("spyre_adapters.manifests")
     for path in tomls:
