@@ -116,7 +116,12 @@ class ModelEdit:
                 old = (store, table[name])
                 break
         self._changes.append(_Change(module, name, old, "attr"))
-        if isinstance(old, tuple) and old and old[0] == "_buffers" and isinstance(value, torch.Tensor):
+        if (
+            isinstance(old, tuple)
+            and old
+            and old[0] == "_buffers"
+            and isinstance(value, torch.Tensor)
+        ):
             module._buffers[name] = value
         else:
             setattr(module, name, value)
@@ -153,7 +158,11 @@ def _restore(change: _Change) -> None:
     owner.__dict__.pop(name, None)
     if old is _MISSING:
         return
-    if isinstance(old, tuple) and len(old) == 2 and old[0] in ("_parameters", "_buffers", "_modules"):
+    if (
+        isinstance(old, tuple)
+        and len(old) == 2
+        and old[0] in ("_parameters", "_buffers", "_modules")
+    ):
         getattr(owner, old[0])[name] = old[1]
     else:
         owner.__dict__[name] = old
