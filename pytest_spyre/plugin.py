@@ -13,9 +13,18 @@ Order of events with ``--spyre``:
    Transformers test-device contract is set up (:mod:`pytest_spyre.transformers_contract`), so
    a suite's root conftest that imports ``transformers.testing_utils`` gets
    ``torch_device == "spyre"``.
-2. ``pytest_configure``: the stack release is selected, settings applied, adapters resolved,
-   ``nn.Module.to`` hooked (:mod:`pytest_spyre.placement`).
-3. ``pytest_unconfigure``: all of it undone (environment, settings, stack, hook).
+2. ``pytest_configure``: the stack release is selected (seen through the unsupported-op
+   policy, :mod:`pytest_spyre.policy`), settings applied, adapters resolved,
+   ``nn.Module.to``/``cpu`` hooked (:mod:`pytest_spyre.placement`), backward on device tensors
+   refused early (:mod:`pytest_spyre.inference_only`).
+3. per test: records, failure sections, markers (:mod:`pytest_spyre.run`); at the end the
+   terminal summary (:mod:`pytest_spyre.summary`) and JSON report (:mod:`pytest_spyre.report`).
+4. ``pytest_unconfigure``: all of it undone (environment, settings, stack, hooks).
+
+``no_spyre`` decision: such a test runs on the host. ``spyre_device`` is ``cpu``; the
+Transformers ``torch_device`` global (a module constant fixed at import) is rebound to
+``"cpu"`` in ``transformers.testing_utils`` and in the suite's loaded modules for the duration
+of the test and put back afterwards; models moved during the test get no adapters.
 """
 
 from __future__ import annotations
