@@ -92,7 +92,7 @@ class ModelEdit:
         """The dotted path of ``module`` inside the model (``""`` for the root)."""
         for path, candidate in self.model.named_modules(remove_duplicate=False):
             if candidate is module:
-                return path
+                return str(path)
         raise ValueError(f"{type(module).__name__} is not a submodule of the model being edited")
 
     # -- the edits ----------------------------------------------------------------------------
