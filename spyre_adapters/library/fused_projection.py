@@ -49,6 +49,9 @@ class ProjectionParts:
     def shape(self) -> torch.Size:
         return torch.Size((*self.parts[0].shape[:-1], sum(self.sizes)))
 
+    def size(self, dim: int | None = None) -> torch.Size | int:
+        return self.shape if dim is None else self.shape[dim]
+
     @property
     def ndim(self) -> int:
         return self.parts[0].dim()

@@ -144,13 +144,34 @@ class HostRotaryEmbedding(nn.Module):
         wide_sin[:, index] = sin
         return wide_cos, wide_sin
 
+    def __getattr__(self, name: str) -> Any:
+        # plain attributes callers read off the rotary module (``config``, ``rope_type``,
+        # ``attention_scaling``...) come from the stock copy
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_"):
+                raise
+            stock = self.__dict__.get("_stock")
+            if stock is None:
+                raise
+            return getattr(stock[0], name)
+
     def _build(self, key: tuple[object, ...], length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        positions = torch.arange(length, dtype=torch.long)[None]
+        cos, sin = self._host_tables(positions, key)
+        return cos[0].contiguous(), sin[0].contiguous()
+
+    def _host_tables(
+        self, positions: torch.Tensor, key: tuple[object, ...]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The stock module's ``(cos, sin)`` for ``positions``, computed on the host in fp32 and
+        laid out (and placed) for the adapted heads."""
         stock = self._stock[0]
         probe = torch.zeros(1, dtype=torch.float32)
-        positions = torch.arange(length, dtype=torch.long)[None]
         with torch.no_grad():
             cos, sin = stock(probe, positions, *key)
-        cos, sin = cos[0].float(), sin[0].float()
+        cos, sin = cos.float(), sin.float()
         rotary = cos.shape[-1]
         source = len(self.placement) if self.placement is not None else self.head_dim
         if rotary > source:
@@ -163,14 +184,25 @@ class HostRotaryEmbedding(nn.Module):
         cos = cos @ layout + offset
         sin = sin @ layout
         if self.placement is not None:
-            cos, sin = self.place((cos, sin), self.head_dim, self.placement)
-        return cos.contiguous(), sin.contiguous()
+            lead = cos.shape[:-1]
+            flat = (cos.reshape(-1, cos.shape[-1]), sin.reshape(-1, sin.shape[-1]))
+            cos, sin = self.place(flat, self.head_dim, self.placement)
+            cos, sin = cos.reshape(*lead, -1), sin.reshape(*lead, -1)
+        return cos, sin
 
     def forward(
         self, x: torch.Tensor, position_ids: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         key = (*args, *(kwargs[k] for k in sorted(kwargs)))
         positions = position_ids.cpu()  # host-side lookup: one transfer off a device
+        if positions.dim() != 2:
+            # multimodal position ids ([3, batch, seq]): the stock module merges them; let it,
+            # on the host, rather than guess its merge from a 1-D table
+            cos, sin = self._host_tables(positions, key)
+            return (
+                cos.to(dtype=x.dtype).to(device=x.device),
+                sin.to(dtype=x.dtype).to(device=x.device),
+            )
         table = self._tables.get(key)
         needed = int(positions.max()) + 1 if positions.numel() else 0
         if table is None or needed > table[0].shape[0]:

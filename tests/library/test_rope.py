@@ -70,6 +70,31 @@ def test_partial_rotary_attention_no_longer_cuts_heads(model_type: str) -> None:
     assert not {"aten.slice", "aten.cat", "aten.split", "aten.chunk"} & seen.ops
 
 
+def test_multimodal_position_ids_are_computed_on_the_host_by_the_stock_module() -> None:
+    model = causal_lm("llama")
+    stock_rotary = model.model.rotary_emb
+    x = torch.zeros(1, dtype=torch.float32)
+    positions = torch.arange(12).view(3, 1, 4)  # mrope-style [3, batch, seq]
+    with torch.no_grad():
+        ref_cos, ref_sin = stock_rotary(x, positions)
+    apply(adapter, model)
+    rotary = model.model.rotary_emb
+    with recording() as seen, torch.no_grad():
+        cos, sin = rotary(x, positions)
+    assert cos.shape == ref_cos.shape
+    assert torch.allclose(cos, ref_cos)
+    assert torch.allclose(sin, ref_sin)
+    assert {"aten.cos", "aten.sin"} <= seen.ops  # computed by the stock copy, on the host
+
+
+def test_rotary_attributes_are_still_readable() -> None:
+    model = causal_lm("llama")
+    config, rope_type = model.model.rotary_emb.config, model.model.rotary_emb.rope_type
+    apply(adapter, model)
+    assert model.model.rotary_emb.rope_type == rope_type
+    assert model.model.rotary_emb.config.hidden_size == config.hidden_size
+
+
 def test_positions_beyond_the_first_table_are_exact() -> None:
     stock = causal_lm("llama", max_position_embeddings=8)
     adapted = causal_lm("llama", max_position_embeddings=8)
