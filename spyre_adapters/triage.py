@@ -332,6 +332,13 @@ def _gap_hits(snapshot: Mapping[str, Any], error: RunError | None) -> list[GapHi
 def _error_of(exc: BaseException) -> RunError:
     from spyre_sim.errors import SpyreLoweringError
 
+    # torch wraps errors raised while moving parameters ("_apply(): Couldn't swap
+    # Conv2d.weight"): the lowering error that caused it is the verdict.
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, SpyreLoweringError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is not None:
+        exc = cause
     if isinstance(exc, SpyreLoweringError):
         return RunError("lowering", type(exc).__name__, str(exc), exc.gap, exc.op, exc.module_path)
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
