@@ -9,6 +9,7 @@ of model types that are ``native`` or ``adapted``, the wall time and the mean se
     python benchmarks/bench_sweep.py --out sweep-out                 # every family x release
     python benchmarks/bench_sweep.py --stack 2026.05 --stack 2026.09 # two releases
     python benchmarks/bench_sweep.py --sample 60                     # every k-th family
+    python benchmarks/bench_sweep.py --report a/sweep.json b/sweep.json  # markdown summary
 
 The same job on several machines: pytest-xdist distributes the sweep items (same workers and
 classification):
@@ -26,6 +27,26 @@ import time
 from pathlib import Path
 
 
+def markdown_summary(paths: list[Path]) -> str:
+    """A markdown table of the coverage per release in sweep JSON files (one row per file and
+    release), with how each sweep ran."""
+    lines = [
+        "| sweep | release | families swept | built | native | adapted | **enabled** | blocked "
+        "| not-impl. adapter | mismatch | wall s | mean s/pair |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        data = json.loads(path.read_text("utf-8"))
+        for release, c in data["summary"].items():
+            lines.append(
+                f"| {path.parent.name} | {release} | {c['total']} | {c['built']} | "
+                f"{c['native']} | {c['adapted']} | **{c['enabled']}** | {c['blocked']} | "
+                f"{c['not-implemented-adapter']} | {c['mismatch']} | {data['wall_seconds']:.0f} "
+                f"| {data['mean_seconds']:.2f} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     from spyre_adapters.families import candidate_families
     from spyre_adapters.sweep import default_releases, run_sweep, write_html
@@ -38,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=120.0, help="s per (family, release)")
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--report", type=Path, nargs="+", help="summarise sweep JSON files")
     args = parser.parse_args(argv)
+    if args.report:
+        print(markdown_summary(args.report))
+        return 0
 
     families = args.family or candidate_families()
     if args.sample:
