@@ -146,7 +146,10 @@ def round_to_dl16_(values: torch.Tensor) -> torch.Tensor:
     """
     if _np is None or values.numel() == 0:
         return _round_torch_(values)
-    bits = values.numpy().view(_np.int16)
+    array = values.numpy()
+    if array.ndim == 0:  # NumPy turns 0-d results into scalars; keep an array view instead
+        array = array.reshape(1)
+    bits = array.view(_np.int16)
     magnitude = bits & 0x7FFF
     if magnitude.max() >= 0x7BFF:  # 65504, inf or NaN present
         values.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)

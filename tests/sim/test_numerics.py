@@ -124,3 +124,12 @@ def test_torch_only_rounding_matches_too() -> None:
     nan = torch.isnan(every)
     assert torch.isnan(fast[nan]).all()
     assert torch.equal(fast[~nan].view(torch.int16), slow[~nan].view(torch.int16))
+
+
+def test_zero_dim_tensors_round_in_place(spyre: ModuleType) -> None:
+    # 1.0009765625 is 1 + 2**-10: a tie between DL16 neighbours 1 and 1 + 2**-9.
+    scalar = torch.tensor(1.0009765625, dtype=torch.float16)
+    assert numerics.round_to_dl16_(scalar) is scalar
+    assert scalar.item() == 1.001953125
+    finite_min = torch.tensor(torch.finfo(torch.float16).min, dtype=torch.float16, device="spyre")
+    assert finite_min.cpu().item() == -65472.0
