@@ -14,7 +14,6 @@ through untouched. Nothing global is patched and the mode exists only while that
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +21,8 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from spyre_adapters.contract import ModelEdit
-from spyre_adapters.library._global_rebinding import code_mentions, forward_function
+from spyre_adapters.library._global_rebinding import code_mentions
+from spyre_adapters.library._mode_scoped_forward import ForwardSelector, ModeScopedForward
 
 __all__ = ["HostMaskedScatter", "HostMaskedScatterMode", "adapter"]
 
@@ -55,42 +54,16 @@ class HostMaskedScatterMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _host_forward(stock: types.FunctionType) -> Callable[..., Any]:
-    def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        with HostMaskedScatterMode():
-            return stock(self, *args, **kwargs)
-
-    setattr(forward, _MARK, True)
-    return forward
-
-
-def _targets(model: nn.Module) -> list[tuple[nn.Module, types.FunctionType]]:
-    found: list[tuple[nn.Module, types.FunctionType]] = []
-    for module in model.modules():
-        fn = forward_function(module)
-        bound = module.__dict__.get("forward")
-        if getattr(getattr(bound, "__func__", None), _MARK, False):
-            continue
-        if fn is not None and code_mentions(fn, _NAME):
-            found.append((module, fn))
-    return found
-
-
-class HostMaskedScatter:
+class HostMaskedScatter(ModeScopedForward):
     """The ``host-masked-scatter`` adapter (see the module docstring)."""
 
-    def matches(self, model: nn.Module) -> bool:
-        return bool(_targets(model))
+    name = "host-masked-scatter"
+    missing = "no forward calls masked_scatter"
+    mode = HostMaskedScatterMode
+    mark = _MARK
 
-    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
-        targets = _targets(model)
-        if not targets:
-            raise ValueError(
-                f"host-masked-scatter does not apply to {type(model).__name__}: "
-                "no forward calls masked_scatter"
-            )
-        for module, fn in targets:
-            edit.bind_forward(module, _host_forward(fn))
+    def selects(self, model: nn.Module) -> ForwardSelector:
+        return lambda module, fn: code_mentions(fn, _NAME)
 
 
 adapter = HostMaskedScatter()

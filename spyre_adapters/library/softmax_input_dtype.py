@@ -24,12 +24,8 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from spyre_adapters.contract import ModelEdit
-from spyre_adapters.library._global_rebinding import (
-    code_mentions,
-    forward_function,
-    functions_calling,
-)
+from spyre_adapters.library._global_rebinding import code_mentions, functions_calling
+from spyre_adapters.library._mode_scoped_forward import ForwardSelector, ModeScopedForward
 
 __all__ = ["InputDtypeSoftmaxMode", "SoftmaxInputDtype", "adapter"]
 
@@ -87,46 +83,20 @@ def _calls_softmax(module: nn.Module, fn: types.FunctionType) -> bool:
     return False
 
 
-def _wrapped(stock: types.FunctionType) -> Callable[..., Any]:
-    def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        with InputDtypeSoftmaxMode():
-            return stock(self, *args, **kwargs)
-
-    setattr(forward, _MARK, True)
-    return forward
-
-
-def _targets(model: nn.Module) -> list[tuple[nn.Module, types.FunctionType]]:
-    config = getattr(model, "config", None)
-    eager = getattr(config, "_attn_implementation", None) == "eager"
-    found: list[tuple[nn.Module, types.FunctionType]] = []
-    for module in model.modules():
-        bound = module.__dict__.get("forward")
-        if getattr(getattr(bound, "__func__", None), _MARK, False):
-            continue
-        fn = forward_function(module)
-        if fn is None:
-            continue
-        if _calls_softmax(module, fn) or (eager and functions_calling(fn, _KERNEL)):
-            found.append((module, fn))
-    return found
-
-
-class SoftmaxInputDtype:
+class SoftmaxInputDtype(ModeScopedForward):
     """The ``softmax-input-dtype`` adapter (see the module docstring)."""
 
-    def matches(self, model: nn.Module) -> bool:
-        return bool(_targets(model))
+    name = "softmax-input-dtype"
+    missing = f"no forward calls softmax and the model does not use {_KERNEL}"
+    mode = InputDtypeSoftmaxMode
+    mark = _MARK
 
-    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
-        targets = _targets(model)
-        if not targets:
-            raise ValueError(
-                f"softmax-input-dtype does not apply to {type(model).__name__}: no forward calls "
-                f"softmax and the model does not use {_KERNEL}"
-            )
-        for module, fn in targets:
-            edit.bind_forward(module, _wrapped(fn))
+    def selects(self, model: nn.Module) -> ForwardSelector:
+        config = getattr(model, "config", None)
+        eager = getattr(config, "_attn_implementation", None) == "eager"
+        return lambda module, fn: (
+            _calls_softmax(module, fn) or (eager and bool(functions_calling(fn, _KERNEL)))
+        )
 
 
 adapter = SoftmaxInputDtype()
