@@ -17,7 +17,6 @@ computation on a random probe (OLMo's parameter-free ``OlmoLayerNorm``, Cohere's
 
 from __future__ import annotations
 
-import copy
 import inspect
 from collections.abc import Callable
 
@@ -25,6 +24,8 @@ import torch
 from torch import nn
 
 from spyre_adapters.contract import ModelEdit
+from spyre_adapters.library._norm_probe import agreeing_form, seeded_probe
+from spyre_adapters.library._targeted_adapter import TargetedAdapter
 
 __all__ = ["LayerNormTwoPass", "adapter"]
 
@@ -83,23 +84,23 @@ def _form(module: nn.Module) -> tuple[str | None, int] | None:
     if width is None or width < 2:
         return None
     eps_name = next((n for n in _EPS_NAMES if isinstance(getattr(module, n, None), float)), None)
-    reference = copy.deepcopy(module).to(device="cpu", dtype=torch.float32)
-    probe = torch.randn(2, 3, width, generator=torch.Generator().manual_seed(0)) * 3.0 + 1.0
-    with torch.no_grad():
-        try:
-            stock = reference(probe)
-        except Exception:  # cannot run the probe: not a plain LayerNorm
-            return None
-        ours = _two_pass(eps_name, width)(reference, probe)
-    if stock.shape == ours.shape and torch.allclose(stock, ours, rtol=1e-4, atol=1e-5):
-        return eps_name, width
-    return None
+    return agreeing_form(
+        module,
+        seeded_probe(width) + 1.0,
+        [((eps_name, width), _two_pass(eps_name, width))],
+        lambda stock, ours: (
+            stock.shape == ours.shape and torch.allclose(stock, ours, rtol=1e-4, atol=1e-5)
+        ),
+    )
 
 
-class LayerNormTwoPass:
+class LayerNormTwoPass(TargetedAdapter[tuple[nn.Module, tuple[str | None, int]]]):
     """The ``layernorm-two-pass`` adapter (see the module docstring)."""
 
-    def _targets(self, model: nn.Module) -> list[tuple[nn.Module, tuple[str | None, int]]]:
+    name = "layernorm-two-pass"
+    missing = "no LayerNorm found"
+
+    def targets(self, model: nn.Module) -> list[tuple[nn.Module, tuple[str | None, int]]]:
         found: list[tuple[nn.Module, tuple[str | None, int]]] = []
         for module in model.modules():
             form = _form(module)
@@ -107,15 +108,12 @@ class LayerNormTwoPass:
                 found.append((module, form))
         return found
 
-    def matches(self, model: nn.Module) -> bool:
-        return bool(self._targets(model))
-
-    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
-        targets = self._targets(model)
-        if not targets:
-            raise ValueError(
-                f"layernorm-two-pass does not apply to {type(model).__name__}: no LayerNorm found"
-            )
+    def edit_targets(
+        self,
+        model: nn.Module,
+        edit: ModelEdit,
+        targets: list[tuple[nn.Module, tuple[str | None, int]]],
+    ) -> None:
         for module, (eps_name, width) in targets:
             edit.bind_forward(module, _two_pass(eps_name, width))
 

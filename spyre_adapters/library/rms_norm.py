@@ -15,7 +15,6 @@ input dtype, which is what the stacks before 2026.07 could run.
 
 from __future__ import annotations
 
-import copy
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +23,8 @@ import torch
 from torch import nn
 
 from spyre_adapters.contract import ModelEdit
+from spyre_adapters.library._norm_probe import agreeing_form, seeded_probe
+from spyre_adapters.library._targeted_adapter import TargetedAdapter
 
 __all__ = ["RmsNormInputDtype", "adapter", "rms_form"]
 
@@ -82,26 +83,26 @@ def rms_form(module: nn.Module) -> tuple[str, bool] | None:
         return None
     if any(name != "weight" for name in module._parameters) or module._buffers:
         return None
-    gen = torch.Generator().manual_seed(0)
-    probe = torch.randn(2, 3, weight.numel(), generator=gen) * 3.0
-    # probe an fp32 host copy, so the model's own dtype and device cannot blur the comparison
-    reference = copy.deepcopy(module).to(device="cpu", dtype=torch.float32)
-    with torch.no_grad():
-        try:
-            stock = reference(probe)
-        except Exception:  # a module that cannot run this probe is not an RMSNorm
-            return None
-        for unit_offset in (False, True):
-            ours = _rms_forward(eps_name, unit_offset)(reference, probe)
-            if ours.shape == stock.shape and torch.allclose(ours, stock, rtol=1e-5, atol=1e-6):
-                return eps_name, unit_offset
-    return None
+    return agreeing_form(
+        module,
+        seeded_probe(weight.numel()),
+        (
+            ((eps_name, unit_offset), _rms_forward(eps_name, unit_offset))
+            for unit_offset in (False, True)
+        ),
+        lambda stock, ours: (
+            ours.shape == stock.shape and torch.allclose(ours, stock, rtol=1e-5, atol=1e-6)
+        ),
+    )
 
 
-class RmsNormInputDtype:
+class RmsNormInputDtype(TargetedAdapter[tuple[nn.Module, tuple[str, bool]]]):
     """The ``rms-norm`` adapter (see the module docstring)."""
 
-    def _targets(self, model: nn.Module) -> list[tuple[nn.Module, tuple[str, bool]]]:
+    name = "rms-norm"
+    missing = "no RMSNorm found"
+
+    def targets(self, model: nn.Module) -> list[tuple[nn.Module, tuple[str, bool]]]:
         forms: list[tuple[nn.Module, tuple[str, bool]]] = []
         for module in model.modules():
             form = rms_form(module)
@@ -109,13 +110,9 @@ class RmsNormInputDtype:
                 forms.append((module, form))
         return forms
 
-    def matches(self, model: nn.Module) -> bool:
-        return bool(self._targets(model))
-
-    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
-        targets = self._targets(model)
-        if not targets:
-            raise ValueError(f"rms-norm does not apply to {type(model).__name__}: no RMSNorm found")
+    def edit_targets(
+        self, model: nn.Module, edit: ModelEdit, targets: list[tuple[nn.Module, tuple[str, bool]]]
+    ) -> None:
         forwards: dict[tuple[str, bool], Callable[..., Any]] = {}
         for module, form in targets:
             forward = forwards.setdefault(form, _rms_forward(*form))
