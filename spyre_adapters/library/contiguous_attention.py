@@ -27,6 +27,7 @@ from spyre_adapters.library._global_rebinding import (
     functions_calling,
     rebind_globals,
 )
+from spyre_adapters.library._targeted_adapter import TargetedAdapter
 
 __all__ = ["ContiguousAttention", "ContiguousKernels", "adapter"]
 
@@ -77,35 +78,30 @@ class ContiguousKernels:
         return getattr(self.registry, name)
 
 
-def _targets(model: nn.Module) -> list[tuple[str, Any, dict[str, Any]]]:
-    found: list[tuple[str, Any, dict[str, Any]]] = []
-    for path, module in model.named_modules():
-        fn = forward_function(module)
-        if fn is None:
-            continue
-        callers = functions_calling(fn, _REGISTRY)
-        if not callers:
-            continue
-        owner = callers[0].__globals__
-        if isinstance(owner[_REGISTRY], ContiguousKernels):
-            continue  # already adapted
-        found.append((path, fn, owner))
-    return found
-
-
-class ContiguousAttention:
+class ContiguousAttention(TargetedAdapter[tuple[str, Any, dict[str, Any]]]):
     """The ``contiguous-attention`` adapter (see the module docstring)."""
 
-    def matches(self, model: nn.Module) -> bool:
-        return bool(_targets(model))
+    name = "contiguous-attention"
+    missing = f"no forward looks its kernel up in {_REGISTRY}"
 
-    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
-        targets = _targets(model)
-        if not targets:
-            raise ValueError(
-                f"contiguous-attention does not apply to {type(model).__name__}: no forward "
-                f"looks its kernel up in {_REGISTRY}"
-            )
+    def targets(self, model: nn.Module) -> list[tuple[str, Any, dict[str, Any]]]:
+        found: list[tuple[str, Any, dict[str, Any]]] = []
+        for path, module in model.named_modules():
+            fn = forward_function(module)
+            if fn is None:
+                continue
+            callers = functions_calling(fn, _REGISTRY)
+            if not callers:
+                continue
+            owner = callers[0].__globals__
+            if isinstance(owner[_REGISTRY], ContiguousKernels):
+                continue  # already adapted
+            found.append((path, fn, owner))
+        return found
+
+    def edit_targets(
+        self, model: nn.Module, edit: ModelEdit, targets: list[tuple[str, Any, dict[str, Any]]]
+    ) -> None:
         views: dict[int, ContiguousKernels] = {}
         for path, fn, owner in targets:
             view = views.setdefault(id(owner), ContiguousKernels(owner[_REGISTRY]))

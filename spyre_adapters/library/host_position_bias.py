@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from spyre_adapters.contract import ModelEdit
+from spyre_adapters.library._targeted_adapter import TargetedAdapter
 
 __all__ = ["HostPositionBias", "adapter"]
 
@@ -63,30 +64,28 @@ def _host_compute_bias(
     return compute_bias
 
 
-def _targets(model: nn.Module) -> list[tuple[nn.Module, types.FunctionType]]:
-    found: list[tuple[nn.Module, types.FunctionType]] = []
-    for module in model.modules():
-        if _METHOD in module.__dict__ or type(module._modules.get(_TABLE)) is not nn.Embedding:
-            continue
-        stock = getattr(type(module), _METHOD, None)
-        if isinstance(stock, types.FunctionType):
-            found.append((module, stock))
-    return found
-
-
-class HostPositionBias:
+class HostPositionBias(TargetedAdapter[tuple[nn.Module, types.FunctionType]]):
     """The ``host-position-bias`` adapter (see the module docstring)."""
 
-    def matches(self, model: nn.Module) -> bool:
-        return bool(_targets(model))
+    name = "host-position-bias"
+    missing = f"no module with {_METHOD}() and a {_TABLE} embedding"
 
-    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
-        targets = _targets(model)
-        if not targets:
-            raise ValueError(
-                f"host-position-bias does not apply to {type(model).__name__}: no module with "
-                f"{_METHOD}() and a {_TABLE} embedding"
-            )
+    def targets(self, model: nn.Module) -> list[tuple[nn.Module, types.FunctionType]]:
+        found: list[tuple[nn.Module, types.FunctionType]] = []
+        for module in model.modules():
+            if _METHOD in module.__dict__ or type(module._modules.get(_TABLE)) is not nn.Embedding:
+                continue
+            stock = getattr(type(module), _METHOD, None)
+            if isinstance(stock, types.FunctionType):
+                found.append((module, stock))
+        return found
+
+    def edit_targets(
+        self,
+        model: nn.Module,
+        edit: ModelEdit,
+        targets: list[tuple[nn.Module, types.FunctionType]],
+    ) -> None:
         for module, stock in targets:
             stock_table = module._modules[_TABLE]
             assert isinstance(stock_table, nn.Embedding)
