@@ -8,7 +8,7 @@ that changed the math would change tokens or logits.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,15 @@ else:  # pragma: no cover
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 PROMPT = torch.tensor([[5, 17, 42, 99, 7, 63, 120, 11, 87]])
 VOCAB = 256
+
+# the tiny transformer every builder starts from, and its image geometry (32x32, 8x8 patches)
+_TINY: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+}
+_TINY_IMAGES: dict[str, Any] = {**_TINY, "image_size": 32, "patch_size": 8}
 
 # per family: config overrides that keep the model tiny but exercise the pattern
 _FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -69,10 +78,7 @@ def config_for(model_type: str, **overrides: Any) -> Any:
     from transformers import AutoConfig
 
     sizes: dict[str, Any] = {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
+        **_TINY,
         "num_key_value_heads": 2,
         "head_dim": 16,
         "vocab_size": VOCAB,
@@ -104,20 +110,22 @@ def _zero_centred_norm(model: nn.Module) -> bool:
     return getattr(getattr(model, "config", None), "model_type", "").startswith("gemma")
 
 
+def _seeded(auto_class: Any, config: Any, seed: int) -> nn.Module:
+    """``auto_class.from_config(config)`` built under ``seed``, weights redrawn, in eval mode."""
+    torch.manual_seed(seed)
+    return randomize(auto_class.from_config(config), seed).eval()
+
+
 def causal_lm(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
     from transformers import AutoModelForCausalLM
 
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config_for(model_type, **overrides))
-    return randomize(model, seed).eval()
+    return _seeded(AutoModelForCausalLM, config_for(model_type, **overrides), seed)
 
 
 def base_model(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
     from transformers import AutoModel
 
-    torch.manual_seed(seed)
-    model = AutoModel.from_config(config_for(model_type, **overrides))
-    return randomize(model, seed).eval()
+    return _seeded(AutoModel, config_for(model_type, **overrides), seed)
 
 
 def greedy(
@@ -183,6 +191,24 @@ def apply(adapter: Adapter, model: nn.Module) -> ModelEdit:
     edit = ModelEdit(model)
     adapter.apply(model, edit)
     return edit
+
+
+def adapted_pair(
+    adapter: Adapter, build: Callable[[str], nn.Module], model_type: str
+) -> tuple[nn.Module, nn.Module]:
+    """Two twin models built by ``build``: the stock one, and one the adapter matched, was
+    applied to and no longer matches."""
+    stock, adapted = build(model_type), build(model_type)
+    assert adapter.matches(adapted)
+    apply(adapter, adapted)
+    assert not adapter.matches(adapted), "an adapted model must not match again"
+    return stock, adapted
+
+
+def prompt_logits(model: nn.Module) -> torch.Tensor:
+    """The logits of ``PROMPT``, without gradients (the usual rollback probe)."""
+    with torch.no_grad():
+        return model(PROMPT).logits  # type: ignore[no-any-return]
 
 
 def assert_rollback_exact(adapter: Adapter, model: nn.Module, probe: Any) -> None:
@@ -251,19 +277,9 @@ def vision_model(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
     """A tiny vision encoder (32x32 images, 8x8 patches) with seeded random weights."""
     from transformers import AutoConfig, AutoModel
 
-    sizes: dict[str, Any] = {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "image_size": 32,
-        "patch_size": 8,
-        "num_channels": 3,
-    }
+    sizes: dict[str, Any] = {**_TINY_IMAGES, "num_channels": 3}
     sizes.update(overrides)
-    torch.manual_seed(seed)
-    model = AutoModel.from_config(AutoConfig.for_model(model_type, **sizes))
-    return randomize(model, seed).eval()
+    return _seeded(AutoModel, AutoConfig.for_model(model_type, **sizes), seed)
 
 
 IMAGE_TOKEN = 3
@@ -275,14 +291,7 @@ def vision_language_model(model_type: str, seed: int = 0) -> nn.Module:
     """A tiny image-text model: 32x32 images of 16 patches spliced into a tiny decoder."""
     from transformers import AutoConfig, AutoModelForImageTextToText
 
-    vision: dict[str, Any] = {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "image_size": 32,
-        "patch_size": 8,
-    }
+    vision: dict[str, Any] = dict(_TINY_IMAGES)
     if model_type == "llava":
         vision["model_type"] = "clip_vision_model"
         text = config_for("llama").to_dict()
@@ -300,9 +309,7 @@ def vision_language_model(model_type: str, seed: int = 0) -> nn.Module:
     config = AutoConfig.for_model(
         model_type, vision_config=vision, text_config=text, image_token_id=IMAGE_TOKEN, **extra
     )
-    torch.manual_seed(seed)
-    model = AutoModelForImageTextToText.from_config(config)
-    return randomize(model, seed).eval()
+    return _seeded(AutoModelForImageTextToText, config, seed)
 
 
 def encoder(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
@@ -310,15 +317,10 @@ def encoder(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
     from transformers import AutoConfig, AutoModel
 
     sizes: dict[str, Any] = {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
+        **_TINY,
         "vocab_size": VOCAB,
         "max_position_embeddings": 64,
         "pad_token_id": 0,
     }
     sizes.update(overrides)
-    torch.manual_seed(seed)
-    model = AutoModel.from_config(AutoConfig.for_model(model_type, **sizes))
-    return randomize(model, seed).eval()
+    return _seeded(AutoModel, AutoConfig.for_model(model_type, **sizes), seed)

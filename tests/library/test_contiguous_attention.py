@@ -6,11 +6,13 @@ import pytest
 import torch
 from library_models import (
     PROMPT,
+    adapted_pair,
     apply,
     assert_rollback_exact,
     assert_same_greedy,
     causal_lm,
     families,
+    prompt_logits,
 )
 
 from spyre_adapters.library.contiguous_attention import adapter
@@ -20,10 +22,7 @@ FAMILIES = families("contiguous-attention")
 
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_same_greedy_tokens_as_stock(model_type: str) -> None:
-    stock, adapted = causal_lm(model_type), causal_lm(model_type)
-    assert adapter.matches(adapted)
-    apply(adapter, adapted)
-    assert not adapter.matches(adapted), "an adapted model must not match again"
+    stock, adapted = adapted_pair(adapter, causal_lm, model_type)
     assert_same_greedy(stock, adapted, atol=0.0)
 
 
@@ -64,11 +63,7 @@ def test_kernels_receive_contiguous_qkv(monkeypatch: pytest.MonkeyPatch, attn: s
 
 
 def test_rollback_restores_the_model_exactly() -> None:
-    def probe(m: torch.nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(PROMPT).logits  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, causal_lm("llama"), probe)
+    assert_rollback_exact(adapter, causal_lm("llama"), prompt_logits)
 
 
 def test_does_not_match_models_without_the_attention_interface() -> None:

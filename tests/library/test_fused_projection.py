@@ -9,6 +9,7 @@ from library_models import (
     assert_same_greedy,
     causal_lm,
     families,
+    prompt_logits,
     recording,
 )
 
@@ -79,11 +80,7 @@ def test_parts_refuse_cuts_off_their_boundaries() -> None:
 
 @pytest.mark.parametrize("model_type", ["gpt2", "phi3"])
 def test_rollback_restores_the_model_exactly(model_type: str) -> None:
-    def probe(m: torch.nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(PROMPT).logits  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, causal_lm(model_type), probe)
+    assert_rollback_exact(adapter, causal_lm(model_type), prompt_logits)
 
 
 def test_does_not_match_unfused_models() -> None:

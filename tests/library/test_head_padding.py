@@ -9,6 +9,7 @@ from library_models import (
     assert_same_greedy,
     causal_lm,
     families,
+    prompt_logits,
 )
 
 from spyre_adapters.contract import ModelEdit
@@ -64,10 +65,6 @@ def test_rollback_restores_the_model_exactly() -> None:
     edit = ModelEdit(model)
     rope.apply(model, edit)
 
-    def probe(m: torch.nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(PROMPT).logits  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, model, probe)
+    assert_rollback_exact(adapter, model, prompt_logits)
     edit.rollback()
     assert_same_greedy(causal_lm("llama"), model)

@@ -6,11 +6,13 @@ import pytest
 import torch
 from library_models import (
     PROMPT,
+    adapted_pair,
     apply,
     assert_rollback_exact,
     assert_same_greedy,
     causal_lm,
     families,
+    prompt_logits,
 )
 
 from spyre_adapters.library.host_mask import adapter, finite_fill
@@ -29,10 +31,7 @@ def _model(model_type: str, attn: str = "sdpa") -> torch.nn.Module:
 
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_same_greedy_tokens_as_stock(model_type: str) -> None:
-    stock, adapted = _model(model_type), _model(model_type)
-    assert adapter.matches(adapted)
-    apply(adapter, adapted)
-    assert not adapter.matches(adapted), "an adapted model must not match again"
+    stock, adapted = adapted_pair(adapter, _model, model_type)
     assert_same_greedy(stock, adapted)
 
 
@@ -90,11 +89,7 @@ def test_a_caller_4d_additive_mask_keeps_its_biases() -> None:
 
 
 def test_rollback_restores_the_model_exactly() -> None:
-    def probe(m: torch.nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(PROMPT).logits  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, _model("llama"), probe)
+    assert_rollback_exact(adapter, _model("llama"), prompt_logits)
 
 
 def test_does_not_match_models_without_masking_utils() -> None:

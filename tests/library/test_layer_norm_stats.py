@@ -5,6 +5,7 @@ import torch
 from library_models import (
     PIXELS,
     PROMPT,
+    adapted_pair,
     apply,
     assert_rollback_exact,
     assert_same_greedy,
@@ -12,6 +13,7 @@ from library_models import (
     cosine,
     families,
     last_hidden,
+    prompt_logits,
     recording,
     vision_model,
 )
@@ -32,10 +34,7 @@ def test_same_results_as_stock(model_type: str) -> None:
         out = last_hidden(adapted, pixel_values=PIXELS)
         assert cosine(out, ref) >= 0.9999
         return
-    stock, adapted = causal_lm(model_type), causal_lm(model_type)
-    assert adapter.matches(adapted)
-    apply(adapter, adapted)
-    assert not adapter.matches(adapted), "an adapted model must not match again"
+    stock, adapted = adapted_pair(adapter, causal_lm, model_type)
     assert_same_greedy(stock, adapted)
 
 
@@ -77,11 +76,7 @@ def test_constant_rows_give_the_bias_not_nan() -> None:
 
 
 def test_rollback_restores_the_model_exactly() -> None:
-    def probe(m: torch.nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(PROMPT).logits  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, causal_lm("gpt2"), probe)
+    assert_rollback_exact(adapter, causal_lm("gpt2"), prompt_logits)
 
 
 def test_does_not_match_rms_norm_models() -> None:

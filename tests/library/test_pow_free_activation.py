@@ -4,11 +4,13 @@ import pytest
 import torch
 from library_models import (
     PROMPT,
+    adapted_pair,
     apply,
     assert_rollback_exact,
     assert_same_greedy,
     causal_lm,
     families,
+    prompt_logits,
     recording,
 )
 
@@ -19,10 +21,7 @@ FAMILIES = families("pow-free-activation")
 
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_same_greedy_tokens_as_stock(model_type: str) -> None:
-    stock, adapted = causal_lm(model_type), causal_lm(model_type)
-    assert adapter.matches(adapted)
-    apply(adapter, adapted)
-    assert not adapter.matches(adapted), "an adapted model must not match again"
+    stock, adapted = adapted_pair(adapter, causal_lm, model_type)
     assert_same_greedy(stock, adapted)
 
 
@@ -60,8 +59,4 @@ def test_default_gelu_tanh_is_left_alone() -> None:
 
 
 def test_rollback_restores_the_model_exactly() -> None:
-    def probe(m: torch.nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(PROMPT).logits  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, causal_lm("gpt2"), probe)
+    assert_rollback_exact(adapter, causal_lm("gpt2"), prompt_logits)

@@ -4,6 +4,7 @@ import pytest
 import torch
 from library_models import (
     PROMPT,
+    adapted_pair,
     apply,
     assert_rollback_exact,
     assert_same_greedy,
@@ -12,6 +13,7 @@ from library_models import (
     cosine,
     families,
     last_hidden,
+    prompt_logits,
     recording,
 )
 
@@ -36,10 +38,7 @@ def test_same_results_as_stock(model_type: str) -> None:
         assert cosine(out, ref) >= 0.9999
         assert torch.allclose(out, ref, atol=1e-5)
         return
-    stock, adapted = causal_lm(model_type), causal_lm(model_type)
-    assert adapter.matches(adapted)
-    apply(adapter, adapted)
-    assert not adapter.matches(adapted), "an adapted model must not match again"
+    stock, adapted = adapted_pair(adapter, causal_lm, model_type)
     assert_same_greedy(stock, adapted)
 
 
@@ -71,11 +70,7 @@ def test_unit_offset_form_is_detected() -> None:
 
 @pytest.mark.parametrize("model_type", ["llama", "gemma"])
 def test_rollback_restores_the_model_exactly(model_type: str) -> None:
-    def probe(m: torch.nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(PROMPT).logits  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, causal_lm(model_type), probe)
+    assert_rollback_exact(adapter, causal_lm(model_type), prompt_logits)
 
 
 @pytest.mark.parametrize("model_type", ["gpt2", "cohere", "phi"])

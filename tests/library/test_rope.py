@@ -10,6 +10,7 @@ from library_models import (
     base_model,
     causal_lm,
     families,
+    prompt_logits,
     recording,
 )
 
@@ -110,11 +111,7 @@ def test_positions_beyond_the_first_table_are_exact() -> None:
 def test_rollback_restores_the_model_exactly(model_type: str) -> None:
     model = causal_lm(model_type)
 
-    def probe(m: torch.nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(PROMPT).logits  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, model, probe)
+    assert_rollback_exact(adapter, model, prompt_logits)
 
 
 def test_does_not_match_models_without_standard_rope() -> None:

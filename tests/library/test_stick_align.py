@@ -9,6 +9,7 @@ from library_models import (
     assert_same_greedy,
     causal_lm,
     families,
+    prompt_logits,
 )
 
 from spyre_adapters.contract import ModelEdit
@@ -93,11 +94,7 @@ def test_a_failing_self_check_raises_and_rolls_back() -> None:
 
 
 def test_rollback_restores_the_model_exactly() -> None:
-    def probe(m: torch.nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(PROMPT).logits  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, causal_lm("llama", **MISALIGNED), probe)
+    assert_rollback_exact(adapter, causal_lm("llama", **MISALIGNED), prompt_logits)
 
 
 def test_half_precision_models_pass_the_self_check() -> None:
