@@ -11,8 +11,10 @@ Format (TOML, default file name ``spyre-adapters.lock``)::
       { name = "rope-rotation", version = "1.0", manifest_sha256 = "<64 hex>", implementation_sha256 = "<64 hex>" },
     ]
 
-``manifest_sha256`` hashes the manifest file's bytes, ``implementation_sha256`` the source file
-of the entry point's module. A lock is **stale** when resolving the release now would give a
+``manifest_sha256`` hashes the manifest file's bytes, ``implementation_sha256`` the source of
+the entry point's module together with every module of the same top-level package that it
+imports, directly or through each other (found statically from their ``import`` statements), so
+an edit to a private helper module shared by several adapters is caught too. A lock is **stale** when resolving the release now would give a
 different set (an adapter added, dropped, or at another version) and **tampered** when a pinned
 adapter's manifest or implementation no longer hashes to the recorded value. Writes are atomic
 (a temporary file in the same folder, then ``os.replace``); pinning a release keeps the other
@@ -21,7 +23,9 @@ releases' entries.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -138,8 +142,66 @@ def _sha256_file(path: Path | None) -> str:
 
 
 def implementation_sha256(manifest: Manifest) -> str:
-    """sha256 of the source file of the module named by the manifest's entry point."""
-    return _sha256_file(manifest.implementation_file())
+    """sha256 of the implementation: the entry point's module and the modules of its own
+    top-level package that it imports, transitively (see the module docstring)."""
+    entry = manifest.implementation_file()
+    if entry is None:
+        return _NO_FILE
+    module_name = manifest.entry_point.partition(":")[0]
+    digest = hashlib.sha256()
+    for name, path in implementation_sources(module_name, entry):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def implementation_sources(module_name: str, path: Path) -> list[tuple[str, Path]]:
+    """``(module name, source file)`` of ``module_name`` and of every module of its top-level
+    package reachable through ``import`` statements, sorted by name."""
+    top = module_name.partition(".")[0]
+    found: dict[str, Path] = {module_name: path}
+    pending = [(module_name, path)]
+    while pending:
+        name, source = pending.pop()
+        package = name if source.name == "__init__.py" else name.rpartition(".")[0]
+        for imported in _imports(source, package):
+            if imported.partition(".")[0] != top or imported in found:
+                continue
+            origin = _source_of(imported)
+            if origin is not None:
+                found[imported] = origin
+                pending.append((imported, origin))
+    return sorted(found.items())
+
+
+def _imports(source: Path, package: str) -> set[str]:
+    """Absolute names of the modules a source file imports (``from X import y`` yields
+    ``X.y`` when that is a module and ``X`` otherwise; see :func:`_source_of`)."""
+    tree = ast.parse(source.read_bytes(), filename=str(source))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            candidates = [f"{base}.{alias.name}" for alias in node.names]
+            names.update(c for c in candidates if _source_of(c) is not None)
+            names.add(base)
+    return names
+
+
+def _source_of(module_name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec is not None else None
+    if origin is None or not origin.endswith(".py") or not Path(origin).is_file():
+        return None
+    return Path(origin)
 
 
 def manifest_sha256(manifest: Manifest) -> str:

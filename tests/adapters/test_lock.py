@@ -47,8 +47,10 @@ def test_pin_records_the_resolved_set_with_hashes(registry: Registry, tmp_path: 
     alpha = registry.get("alpha", "2.0")
     assert entry.adapters[0].manifest_sha256 == alpha.sha256
     assert entry.adapters[0].implementation_sha256 == implementation_sha256(alpha)
+    # a single-module implementation: sha256 over (module name, NUL, sha256 of its source)
     impl = (DATA / "impl" / "spyre_fake_adapters.py").read_bytes()
-    assert implementation_sha256(alpha) == hashlib.sha256(impl).hexdigest()
+    expected = hashlib.sha256(b"spyre_fake_adapters\0" + hashlib.sha256(impl).digest())
+    assert implementation_sha256(alpha) == expected.hexdigest()
 
 
 def test_write_read_round_trip_keeps_other_releases(registry: Registry, tmp_path: Path) -> None:
@@ -202,3 +204,36 @@ def test_a_failed_write_leaves_the_old_lock(
         write_lock(pin(registry, "2026.09"), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["spyre-adapters.lock"]
+
+
+def test_implementation_hash_covers_shared_modules_of_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edit to a private module an adapter imports is a change of the implementation."""
+    import types
+    from typing import cast
+
+    from spyre_adapters.lock import implementation_sha256, implementation_sources
+    from spyre_adapters.manifest import Manifest
+
+    package = tmp_path / "lockhash_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_shared.py").write_text("FACTOR = 2\n")
+    (package / "unrelated.py").write_text("X = 1\n")
+    entry = package / "adapter.py"
+    entry.write_text("import json\nfrom ._shared import FACTOR\nadapter = FACTOR\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    names = [name for name, _ in implementation_sources("lockhash_pkg.adapter", entry)]
+    assert names == ["lockhash_pkg._shared", "lockhash_pkg.adapter"]
+
+    fake = types.SimpleNamespace(
+        entry_point="lockhash_pkg.adapter:adapter", implementation_file=lambda: entry
+    )
+    manifest = cast(Manifest, fake)
+    before = implementation_sha256(manifest)
+    (package / "unrelated.py").write_text("X = 2\n")
+    assert implementation_sha256(manifest) == before
+    (package / "_shared.py").write_text("FACTOR = 3\n")
+    assert implementation_sha256(manifest) != before
