@@ -148,6 +148,12 @@ def pytest_configure(config: pytest.Config) -> None:
 _START = pytest.StashKey[float]()
 
 
+def _workers(config: pytest.Config) -> int:
+    """The number of xdist workers (xdist resolves ``-n auto`` to a number); 1 without."""
+    value = getattr(config.option, "numprocesses", None)
+    return value if isinstance(value, int) and value > 0 else 1
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if not _enabled(config) or hasattr(config, "workerinput"):
@@ -165,7 +171,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         preset=results[0].preset,
         layout_checks=not config.getoption("--sweep-no-layout-checks"),
         results=results,
-        jobs=int(getattr(config.option, "numprocesses", None) or 1),
+        jobs=_workers(config),
         timeout=config.getoption("--sweep-timeout"),
         wall_seconds=time.perf_counter() - config.stash.get(_START, time.perf_counter()),
     )
