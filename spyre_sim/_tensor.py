@@ -75,11 +75,7 @@ class SpyreTensor(torch.Tensor):
         """Refused: the device is inference-only. (PyTorch's autograd engine would run the
         backward on a C++ device thread, which aborts the process for a Python backend; so
         ``torch.autograd.grad`` on spyre tensors must not be called either.)"""
-        raise InferenceOnlyError(
-            "backward() on a spyre tensor: the Spyre device is inference-only (no training, "
-            "no backward); train on the CPU (model.cpu()) and move the trained model to "
-            "'spyre' for inference, under torch.no_grad() or torch.inference_mode()"
-        )
+        raise inference_only_error("backward()")
 
     def __tensor_flatten__(self) -> tuple[list[str], None]:
         return ["_host"], None
@@ -831,3 +827,12 @@ def _copy_from(src: Any, dst: Any, resize: bool) -> Any:
         dst.resize_(h.shape)
     dst.copy_(h)
     return dst
+
+
+def inference_only_error(call: str) -> InferenceOnlyError:
+    """The error for a backward pass asked of spyre tensors (``call`` names the entry point)."""
+    return InferenceOnlyError(
+        f"{call} on a spyre tensor: the Spyre device is inference-only (no training, "
+        "no backward); train on the CPU (model.cpu()) and move the trained model to "
+        "'spyre' for inference, under torch.no_grad() or torch.inference_mode()"
+    )

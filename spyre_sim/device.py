@@ -93,3 +93,40 @@ def register() -> None:
     autocast.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     _libraries.extend([aten, autocast])
     _modules.install()
+    _refuse_autograd_on_device()
+
+
+def _refuse_autograd_on_device() -> None:
+    """Make ``torch.autograd.backward`` / ``grad`` refuse spyre outputs up front.
+
+    The device is inference-only. Left alone, autograd's engine runs the backward of spyre
+    tensors on a C++ device thread, where an error raised by the emulated stack (an op the
+    release cannot lower) aborts the whole process instead of raising. ``Tensor.backward`` is
+    refused by :class:`~spyre_sim._tensor.SpyreTensor` itself; these two wrappers cover the
+    functional entry points. Tensors of other devices pass through untouched.
+    """
+    backward, grad = torch.autograd.backward, torch.autograd.grad
+    if getattr(grad, "_spyre_guard", False):
+        return
+
+    def _on_device(outputs: Any) -> bool:
+        items = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
+        return any(isinstance(t, _tensor.SpyreTensor) for t in items)
+
+    def guarded_backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        if _on_device(tensors):
+            raise _tensor.inference_only_error("torch.autograd.backward()")
+        return backward(tensors, *args, **kwargs)
+
+    def guarded_grad(outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        if _on_device(outputs):
+            raise _tensor.inference_only_error("torch.autograd.grad()")
+        return grad(outputs, *args, **kwargs)
+
+    pairs: tuple[tuple[Any, Any], ...] = ((guarded_backward, backward), (guarded_grad, grad))
+    for wrapper, wrapped in pairs:
+        wrapper.__doc__ = wrapped.__doc__
+        wrapper.__wrapped__ = wrapped
+        wrapper._spyre_guard = True
+    torch.autograd.backward = guarded_backward
+    torch.autograd.grad = guarded_grad

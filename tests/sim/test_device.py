@@ -90,6 +90,19 @@ def test_backward_is_refused(spyre: ModuleType) -> None:
         loss.backward()
 
 
+def test_functional_autograd_is_refused_on_the_device_only(spyre: ModuleType) -> None:
+    w = torch.nn.Parameter(torch.ones(64, 64, dtype=torch.float16).to("spyre"))
+    x = torch.ones(2, 64, dtype=torch.float16, device="spyre")
+    loss = (x @ w).sum()
+    with pytest.raises(spyre.InferenceOnlyError, match=r"torch\.autograd\.grad\(\)"):
+        torch.autograd.grad(loss, w)
+    with pytest.raises(spyre.InferenceOnlyError, match=r"torch\.autograd\.backward\(\)"):
+        torch.autograd.backward([loss])
+    host = torch.ones(3, requires_grad=True)
+    (g,) = torch.autograd.grad((host * 2).sum(), host)
+    assert g.tolist() == [2.0, 2.0, 2.0]
+
+
 def test_autocast_on_the_device(spyre: ModuleType) -> None:
     x = torch.ones(2, 64, dtype=torch.float16, device="spyre")
     with torch.autocast("spyre", dtype=torch.float16):
