@@ -156,7 +156,8 @@ def round_to_dl16_(values: torch.Tensor) -> torch.Tensor:
         _np.bitwise_and(bits, 0x7FFF, out=magnitude)
     magnitude -= 0x400  # finite normals: 0x400..0x7BFF -> 0..0x77FF; others wrap above
     normal = magnitude.view(_np.uint16) < 0x7800
-    bits += bits & normal  # +1 exactly for odd finite normals
+    _np.bitwise_and(bits, normal, out=magnitude)  # reuse the buffer: 1 for odd finite normals
+    bits += magnitude
     return values
 
 
