@@ -270,18 +270,11 @@ def _overrides(config: Any, preset: SizePreset, fit: str = "preset") -> dict[str
     put(_KV_HEADS, preset.kv_heads)
     put(_HEAD_DIM, preset.head_dim, allow_none=True)
     put(_PROJECTION, preset.hidden)
-    for key in _EXPERTS:
-        if _is_int(attrs.get(key)) and attrs[key] > preset.experts:
-            out[key] = preset.experts
+    _cap_experts(attrs, preset, out)
     for key in _EXPERTS_PER_TOKEN:
         if _is_int(attrs.get(key)) and attrs[key] > preset.experts_per_token:
             out[key] = preset.experts_per_token
-    if _is_int(attrs.get("vocab_size")) and attrs["vocab_size"] > preset.vocab:
-        out["vocab_size"] = preset.vocab
-        for key, value in attrs.items():
-            special = key.endswith(("_token_id", "_token_index")) and _is_int(value)
-            if special and value >= preset.vocab:
-                out[key] = preset.vocab - 1 - (value % 8)
+    _cap_vocab(attrs, preset, out)
     if _is_int(attrs.get("image_size")):
         out["image_size"] = preset.image_size
         patch: Any = attrs.get("patch_size")
@@ -341,9 +334,19 @@ def _depth_overrides(
     layer_types = attrs.get("layer_types")
     if isinstance(layer_types, (list, tuple)) and default_layers is not None:
         out["layer_types"] = list(layer_types)[: preset.layers]
+    _cap_experts(attrs, preset, out)
+    _cap_vocab(attrs, preset, out)
+
+
+def _cap_experts(attrs: Mapping[str, Any], preset: SizePreset, out: dict[str, Any]) -> None:
+    """Cap the number of MoE experts at the preset's."""
     for key in _EXPERTS:
         if _is_int(attrs.get(key)) and attrs[key] > preset.experts:
             out[key] = preset.experts
+
+
+def _cap_vocab(attrs: Mapping[str, Any], preset: SizePreset, out: dict[str, Any]) -> None:
+    """Cap the vocabulary at the preset's, moving special token ids that fall outside it."""
     if _is_int(attrs.get("vocab_size")) and attrs["vocab_size"] > preset.vocab:
         out["vocab_size"] = preset.vocab
         for key, value in attrs.items():
