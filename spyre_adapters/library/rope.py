@@ -180,6 +180,13 @@ class HostRotaryEmbedding(nn.Module):
                 "adapter `rope-rotation` pads tables up to the head dim and cannot shrink them"
             )
         layout, offset = self.layout or identity_layout(rotary, source)
+        if layout.shape[0] != rotary:
+            raise ValueError(
+                f"{type(stock).__name__} returned rotary tables {rotary} wide for position ids "
+                f"of shape {tuple(positions.shape)}, but adapter `rope-rotation` measured "
+                f"{layout.shape[0]}-wide tables for this model; this module does not support "
+                "such position ids (multimodal [3, batch, seq] ids need an M-RoPE rotary module)"
+            )
         # a 0/1 selection matrix: every output column is one table column, exactly
         cos = cos @ layout + offset
         sin = sin @ layout
