@@ -18,7 +18,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from spyre_adapters.contract import ModelEdit
-from spyre_adapters.library._global_rebinding import forward_function
+from spyre_adapters.library._global_rebinding import code_mentions, forward_function
 from spyre_adapters.library._targeted_adapter import TargetedAdapter
 
 __all__ = ["ForwardSelector", "ModeScopedForward"]
@@ -31,16 +31,21 @@ class ModeScopedForward(TargetedAdapter[tuple[nn.Module, types.FunctionType]]):
     """An adapter binding mode-scoped forwards (see the module docstring).
 
     Subclasses set ``name``, ``missing`` (see :class:`TargetedAdapter`), ``mode`` (the
-    ``TorchFunctionMode`` class), ``mark`` (the attribute set on bound forwards) and
-    implement ``selects``.
+    ``TorchFunctionMode`` class), ``mark`` (the attribute set on bound forwards) and either
+    ``calls`` (target the forwards whose code mentions that name) or their own ``selects``.
     """
 
     mode: ClassVar[type[TorchFunctionMode]]
     mark: ClassVar[str]
+    calls: ClassVar[str | None] = None
 
     def selects(self, model: nn.Module) -> ForwardSelector:
-        """The target predicate for the modules of ``model``."""
-        raise NotImplementedError
+        """The target predicate for the modules of ``model``: by default, forwards whose
+        code mentions ``calls``."""
+        name = self.calls
+        if name is None:
+            raise NotImplementedError(f"{type(self).__name__} sets neither calls nor selects")
+        return lambda module, fn: code_mentions(fn, name)
 
     def targets(self, model: nn.Module) -> list[tuple[nn.Module, types.FunctionType]]:
         selects = self.selects(model)

@@ -17,11 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from spyre_adapters.library._global_rebinding import code_mentions
-from spyre_adapters.library._mode_scoped_forward import ForwardSelector, ModeScopedForward
+from spyre_adapters.library._mode_scoped_forward import ModeScopedForward
 
 __all__ = ["HostGather", "HostGatherMode", "adapter"]
 
@@ -60,9 +58,7 @@ class HostGather(ModeScopedForward):
     missing = "no forward calls gather"
     mode = HostGatherMode
     mark = _MARK
-
-    def selects(self, model: nn.Module) -> ForwardSelector:
-        return lambda module, fn: code_mentions(fn, _NAME)
+    calls = _NAME
 
 
 adapter = HostGather()
