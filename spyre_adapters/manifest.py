@@ -81,17 +81,8 @@ _KEYS = (
     "entry_point",
     "order",
 )
-_REQUIRED = (
-    "schema_version",
-    "name",
-    "version",
-    "kind",
-    "summary",
-    "gaps",
-    "families",
-    "stacks",
-    "entry_point",
-)
+_OPTIONAL = ("retire_by", "order")
+_REQUIRED = tuple(key for key in _KEYS if key not in _OPTIONAL)
 
 
 class AdapterKind(enum.Enum):
