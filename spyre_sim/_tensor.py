@@ -326,6 +326,10 @@ class _OpInfo:
         )
         self.kind = _KINDS.get(self.packet, "")
         self.rounds = self.name not in _VALUE_PRESERVING and self.packet not in _VALUE_PRESERVING
+        host_kernel = _HOST_KERNELS.get(self.name)
+        if host_kernel is not None:
+            self.call = host_kernel
+            self.rounds = self.name not in _ROUNDS_ITSELF
         self.cache: dict[Any, _Verdict] = {}
         self.verdict: _Verdict | None = None
         self.verdict_gen: Any = None
@@ -382,6 +386,50 @@ _VALUE_PRESERVING = frozenset(
         "aten.copy_",
     }
 )
+
+
+# --- host kernels -----------------------------------------------------------------------------
+# Where the host's own ATen kernel for an op is much slower than another host computation that
+# gives the same bits, the emulator runs the faster one. Each entry must return exactly what
+# the ATen op returns for every input (tests/sim/test_host_kernels.py checks them bit for bit).
+
+_ATEN_POW = torch.ops.aten.pow.Tensor_Scalar
+_ATEN_TO_COPY = torch.ops.aten._to_copy.default
+_SQUARE_EXACT = (torch.float16, torch.bfloat16)
+
+
+def _host_pow_scalar(x: torch.Tensor, exponent: Any) -> torch.Tensor:
+    """``pow(x, 2)`` as ``x * x`` for half types: the host's fp16 ``pow`` kernel is ~15x
+    slower than ``mul``, and both compute the square exactly in fp32 (11 + 11 significant
+    bits fit in 24) and round it once to the same type, so the bits are the same."""
+    if exponent == 2 and type(exponent) is not bool and x.dtype in _SQUARE_EXACT:
+        return torch.mul(x, x)
+    return _ATEN_POW(x, exponent)  # type: ignore[no-any-return]
+
+
+def _host_to_copy(x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    """``_to_copy`` that stores its result the way the device does, without a round trip:
+    a DL16 (fp16) tensor cast to a type the device stores as fp16 (fp32, fp64) is stored as
+    the same DL16 values, so the cast and the DL16 rounding are skipped; other casts to fp16
+    (int32, bf16) are rounded here, since :func:`_store_one` does not round this op."""
+    if settings.numerics and x.dtype is torch.float16:
+        target = kwargs.get("dtype")
+        if target is not None and _STORE_AS.get(target) is torch.float16:
+            storage_dtype(target)  # the once-per-process downcast warning
+            kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
+        return _ATEN_TO_COPY(x, **kwargs)  # type: ignore[no-any-return]
+    out: torch.Tensor = _ATEN_TO_COPY(x, **kwargs)
+    if settings.numerics and out.dtype is torch.float16:
+        round_to_dl16_(out)
+    return out
+
+
+_HOST_KERNELS: dict[str, Callable[..., Any]] = {
+    "aten.pow.Tensor_Scalar": _host_pow_scalar,
+    "aten._to_copy.default": _host_to_copy,
+}
+# host kernels that already store their fp16 results as DL16 (the caller must not round again)
+_ROUNDS_ITSELF = frozenset({"aten._to_copy.default"})
 
 
 class _Verdict:
