@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -133,30 +134,50 @@ def dl16_decode(bits: torch.Tensor) -> torch.Tensor:
 def round_to_dl16_(values: torch.Tensor) -> torch.Tensor:
     """Round a float16 CPU tensor to the DL16-representable set **in place**; returns it.
 
-    Works on the ``int16`` view of the bits (sign-magnitude): every finite fp16 normal with
-    an odd last fraction bit is a tie and goes up by one in magnitude (ties away from zero;
-    a carry into the exponent is correct); zero, subnormals (all DL16-representable), inf
-    and NaN are left alone. Before that, if a magnitude of 65504 or more is present, the
-    tensor is clamped to +-65472 (65504 rounds to 65536 and inf converts to 3.35e7, neither
-    of which fp16 can hold; NaN passes ``clamp`` unchanged).
+    On the bits (sign-magnitude), DL16 rounding of a finite fp16 normal adds one to the
+    magnitude when its last fraction bit is odd (an odd pattern is exactly a tie between two
+    DL16 neighbours, and ties go away from zero; a carry into the exponent is correct). Zero
+    and the fp16 subnormals (all DL16-representable) are left alone, and so are inf and NaN.
+    Magnitudes of 65504 or more become +-65472 (65504 rounds to 65536 and inf converts to
+    3.35e7, neither of which fp16 can hold; NaN stays NaN).
 
-    The integer steps run on a NumPy view of the same memory: five NumPy ufunc calls cost
-    far less than five PyTorch op calls on the small tensors a model produces, and give the
-    same bits (checked exhaustively by the tests). Without NumPy, PyTorch ops do the same.
+    The integer steps run on a NumPy view of the same memory: a NumPy ufunc call costs far
+    less than a PyTorch op call on the small tensors a model produces, and gives the same bits
+    (checked exhaustively by the tests). Without NumPy, PyTorch ops do the same.
+
+    Every extra pass over a fresh result costs about as much as the op that made it, so the
+    common case takes five: ``t = bits & 0x7C01`` keeps the exponent field ``E`` and the last
+    bit ``b``; if ``t`` shows no ``E == 31`` and no odd ``E == 30`` (the only values that can
+    reach 65504 or beyond), ``(t * 0x7C01) mod 2**16`` has its top bit set exactly when
+    ``b == 1`` and ``E >= 1`` (``E * 0x400 * 0x7C01`` is ``E << 10`` modulo ``2**16``, and
+    ``(E << 10) + 0x7C01`` passes ``0x8000`` only for ``E >= 1``), which is the one to add.
+    Otherwise :func:`_round_saturating_` handles the range as well.
     """
     if _np is None or values.numel() == 0:
         return _round_torch_(values)
     array = values.numpy()
     if array.ndim == 0:  # NumPy turns 0-d results into scalars; keep an array view instead
         array = array.reshape(1)
-    bits = array.view(_np.int16)
+    bits = array.view(_np.uint16)
+    step = bits & 0x7C01
+    if step.max() >= 0x7801:  # an odd pattern at E == 30 (65504 among them), inf or NaN
+        return _round_saturating_(values, array)
+    step *= 0x7C01
+    step >>= 15
+    bits += step
+    return values
+
+
+def _round_saturating_(values: torch.Tensor, array: Any) -> torch.Tensor:
+    """:func:`round_to_dl16_` for tensors holding magnitudes near or beyond fp16's range."""
+    bits = array.view(_np.int16)  # type: ignore[union-attr]
     magnitude = bits & 0x7FFF
     if magnitude.max() >= 0x7BFF:  # 65504, inf or NaN present
         values.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
-        _np.bitwise_and(bits, 0x7FFF, out=magnitude)
+        _np.bitwise_and(bits, 0x7FFF, out=magnitude)  # type: ignore[union-attr]
     magnitude -= 0x400  # finite normals: 0x400..0x7BFF -> 0..0x77FF; others wrap above
-    normal = magnitude.view(_np.uint16) < 0x7800
-    _np.bitwise_and(bits, normal, out=magnitude)  # reuse the buffer: 1 for odd finite normals
+    normal = magnitude.view(_np.uint16) < 0x7800  # type: ignore[union-attr]
+    _np.bitwise_and(bits, normal, out=magnitude)  # type: ignore[union-attr]
     bits += magnitude
     return values
 

@@ -63,6 +63,35 @@ def test_fast_rounding_matches_the_reference_on_every_fp16_pattern() -> None:
     assert torch.equal(fast[~nan].view(torch.int16), slow[~nan].view(torch.int16))
 
 
+def test_common_path_is_exact_on_every_pattern_below_32768(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Magnitudes below 32768 (zero, subnormals, normals up to exponent 29, and the even
+    # patterns of exponent 30) never need the saturating path: prove the common path alone
+    # gives the reference on all 61,440 of them.
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    below = every[every.abs() < 32768]
+    assert below.numel() == 61440
+
+    def refuse(*args: object) -> torch.Tensor:
+        raise AssertionError("took the saturating path")
+
+    monkeypatch.setattr(numerics, "_round_saturating_", refuse)
+    fast = round_to_dl16(below)
+    assert torch.equal(fast.view(torch.int16), numerics.dl16_host_value(below).view(torch.int16))
+
+
+@pytest.mark.parametrize("value", [32784.0, 65504.0, math.inf, math.nan, -65504.0])
+def test_one_large_value_sends_the_tensor_down_the_saturating_path(value: float) -> None:
+    # one pattern at exponent 30 with an odd last bit (or inf/NaN) among ordinary values
+    values = torch.tensor([1 + 2**-10, 3e-7, value, -2.0], dtype=torch.float16)
+    rounded = round_to_dl16(values)
+    reference = numerics.dl16_host_value(values)
+    nan = torch.isnan(values)
+    assert torch.isnan(rounded[nan]).all()
+    assert torch.equal(rounded[~nan].view(torch.int16), reference[~nan].view(torch.int16))
+
+
 def test_host_values_of_out_of_range_dl16() -> None:
     x = torch.tensor([-math.inf, math.inf, 65504.0, -65504.0, 1.0], dtype=torch.float16)
     held = round_to_dl16(x).tolist()
