@@ -6,17 +6,27 @@ catalogue says is closed), every family its manifest lists as verified is built 
 config (:mod:`spyre_adapters.families`, realistic sizes), prepared for the release with every
 other adapter the lifecycle resolves there (same auto-retire setting as the audit), run on the
 emulated device with layout checks on, and compared with the CPU reference (the criteria of
-:mod:`spyre_adapters.triage`). The adapter is **verified retirable** only when every family
-runs and matches; otherwise the verdict says what failed: the gap, op and module path of a
-lowering error, the comparison numbers of a mismatch, or why a family could not be built —
-and, for a failing family, whether it passes with the adapter kept (the adapter is still
-needed) or fails anyway (the family is blocked by something else at that release).
+:mod:`spyre_adapters.triage`). A family that fails is run again with the adapter kept. Each
+family ends in one :class:`Evidence`:
+
+- ``proves``: it runs and matches without the adapter;
+- ``needs-adapter``: it fails without the adapter and passes with it: retiring would break it;
+- ``blocked``: it fails with the adapter kept too (another gap stops it first), so it says
+  nothing about this adapter either way;
+- ``unbuildable``: it could not be built from its config here.
+
+The verdict's :class:`Outcome` is ``verified`` when no family needs the adapter and at least
+one proves it can go, ``refuted`` when some family needs it, and ``unproven`` when no family
+could show either (all blocked or unbuildable, or none listed). Only ``verified`` passes the
+audit gate. The detail says, per family that did not prove it, the gap, op and module path of
+a lowering error, the comparison numbers of a mismatch, or why it could not be built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from spyre_adapters.families import REALISTIC, FamilyBuildError, SizePreset, build_family
@@ -25,7 +35,31 @@ from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 from spyre_adapters.triage import DeviceRun, run_on_device
 
-__all__ = ["FamilyCheck", "RetirementVerdict", "verify_adapter", "verify_retirable"]
+__all__ = [
+    "Evidence",
+    "FamilyCheck",
+    "Outcome",
+    "RetirementVerdict",
+    "verify_adapter",
+    "verify_retirable",
+]
+
+
+class Evidence(str, Enum):
+    """What one family's runs say about retiring the adapter (see the module docstring)."""
+
+    PROVES = "proves"
+    NEEDS_ADAPTER = "needs-adapter"
+    BLOCKED = "blocked"
+    UNBUILDABLE = "unbuildable"
+
+
+class Outcome(str, Enum):
+    """The verdict on retiring one adapter at one release (see the module docstring)."""
+
+    VERIFIED = "verified"
+    REFUTED = "refuted"
+    UNPROVEN = "unproven"
 
 
 @dataclass(frozen=True)
@@ -33,20 +67,38 @@ class FamilyCheck:
     """One verified family run at the release without the adapter."""
 
     family: str
-    passed: bool
+    evidence: Evidence
     detail: str
+
+    @property
+    def passed(self) -> bool:
+        """It ran and matched without the adapter."""
+        return self.evidence is Evidence.PROVES
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "evidence": self.evidence.value,
+            "passed": self.passed,
+            "detail": self.detail,
+        }
 
 
 @dataclass(frozen=True)
 class RetirementVerdict:
-    """``verified``: every listed family ran and matched without ``adapter``."""
+    """The proof (or not) that ``adapter`` can be retired at ``release``."""
 
     adapter: str
     version: str
     release: str
-    verified: bool
+    outcome: Outcome
     detail: str
     families: tuple[FamilyCheck, ...] = field(default=())
+
+    @property
+    def verified(self) -> bool:
+        """No family needs the adapter and at least one runs and matches without it."""
+        return self.outcome is Outcome.VERIFIED
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -54,8 +106,9 @@ class RetirementVerdict:
             "version": self.version,
             "release": self.release,
             "verified": self.verified,
+            "outcome": self.outcome.value,
             "detail": self.detail,
-            "families": [vars(check) for check in self.families],
+            "families": [check.to_json() for check in self.families],
         }
 
 
@@ -100,43 +153,58 @@ def verify_adapter(
     """Run ``manifest``'s verified families at ``release`` without that adapter."""
     name = release if isinstance(release, str) else release.name
     reduced = _without(registry, manifest.name)
-    checks = []
-    for family in manifest.families:
-        try:
-            built = build_family(family, preset=preset)
-        except FamilyBuildError as exc:
-            checks.append(FamilyCheck(family, False, f"cannot verify: {exc}"))
-            continue
-        run = run_on_device(
-            built, release, adapters=True, registry=reduced, auto_retire=auto_retire
-        )
-        detail = _describe(run)
-        if not run.ok:
-            # Say whether retiring it is the cause: the same family with the adapter kept.
-            kept = run_on_device(
-                built, release, adapters=True, registry=registry, auto_retire=False
-            )
-            detail += (
-                "; it passes with the adapter kept, so the adapter is still needed"
-                if kept.ok
-                else f"; it fails with the adapter kept too ({_describe(kept)}): the family "
-                "is blocked by something else at this release; drop it from `families` or "
-                "fix that first"
-            )
-        checks.append(FamilyCheck(family, run.ok, detail))
+    checks = [
+        _check_family(family, release, registry, reduced, auto_retire, preset)
+        for family in manifest.families
+    ]
+    version = str(manifest.version)
     if not checks:
         detail = "its manifest lists no verified families, so there is nothing to run"
-        return RetirementVerdict(manifest.name, str(manifest.version), name, False, detail)
-    failed = [c for c in checks if not c.passed]
-    if failed:
-        detail = "; ".join(f"{c.family}: {c.detail}" for c in failed)
+        return RetirementVerdict(manifest.name, version, name, Outcome.UNPROVEN, detail)
+    by = {e: [c for c in checks if c.evidence is e] for e in Evidence}
+    others = [c for c in checks if not c.passed]
+    listed = "; ".join(f"{c.family}: {c.detail}" for c in others)
+    if by[Evidence.NEEDS_ADAPTER]:
+        outcome, detail = Outcome.REFUTED, listed
+    elif not by[Evidence.PROVES]:
+        outcome = Outcome.UNPROVEN
+        detail = f"no listed family can run at {name}, with or without it: {listed}"
     else:
-        detail = f"{len(checks)} families run and match without it at {name}: " + ", ".join(
-            c.family for c in checks
+        outcome = Outcome.VERIFIED
+        proving = by[Evidence.PROVES]
+        runs = "family runs" if len(proving) == 1 else "families run"
+        detail = f"{len(proving)} {runs} and match without it at {name}: " + ", ".join(
+            c.family for c in proving
         )
-    return RetirementVerdict(
-        manifest.name, str(manifest.version), name, not failed, detail, tuple(checks)
-    )
+        if others:
+            detail += f"; {len(others)} prove nothing either way here: {listed}"
+    return RetirementVerdict(manifest.name, version, name, outcome, detail, tuple(checks))
+
+
+def _check_family(
+    family: str,
+    release: Any,
+    registry: Registry,
+    reduced: Registry,
+    auto_retire: bool,
+    preset: SizePreset,
+) -> FamilyCheck:
+    try:
+        built = build_family(family, preset=preset)
+    except FamilyBuildError as exc:
+        return FamilyCheck(family, Evidence.UNBUILDABLE, f"cannot be built here: {exc}")
+    run = run_on_device(built, release, adapters=True, registry=reduced, auto_retire=auto_retire)
+    if run.ok:
+        return FamilyCheck(family, Evidence.PROVES, _describe(run))
+    # Is retiring it the cause? The same family with the adapter kept.
+    kept = run_on_device(built, release, adapters=True, registry=registry, auto_retire=False)
+    if kept.ok:
+        detail = (
+            f"{_describe(run)}; it passes with the adapter kept, so the adapter is still needed"
+        )
+        return FamilyCheck(family, Evidence.NEEDS_ADAPTER, detail)
+    detail = f"blocked by something else, with the adapter kept too ({_describe(kept)})"
+    return FamilyCheck(family, Evidence.BLOCKED, detail)
 
 
 def verify_retirable(report: Any, release: Any, registry: Registry) -> Iterable[RetirementVerdict]:

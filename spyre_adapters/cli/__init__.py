@@ -18,9 +18,8 @@ simply absent. When it exists it must expose:
   ``SpyreAdaptersError`` / ``SpyreSimError`` may propagate: ``main`` prints them and exits 3
   (2 for unknown releases or adapters).
 
-``audit --verify`` calls ``spyre_adapters.verify.verify_retirable(report, release, registry)``
-(imported lazily) and exits 2 with "audit --verify is not yet available" while that module
-does not exist; see :mod:`spyre_adapters.cli._audit` for the verdicts it must return.
+``audit --verify`` imports :mod:`spyre_adapters.verify` only when asked (it builds models);
+see :mod:`spyre_adapters.cli._audit` for the verdicts it reports.
 """
 
 from __future__ import annotations

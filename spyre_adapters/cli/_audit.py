@@ -6,20 +6,18 @@ when an adapter is overdue (or, with ``--strict``, retirable or retired), else 0
 R2. ``--waivers FILE`` reads waivers (format in :mod:`spyre_adapters.waivers`), judged on
 ``--today`` (default: the current date).
 
-``--verify`` calls ``spyre_adapters.verify.verify_retirable(report, release, registry)`` when
-that module is installed, and exits 2 ("audit --verify is not yet available") otherwise. The
-function receives the :class:`~spyre_adapters.audit.AuditReport`, the release object and the
-registry, and returns an iterable of verdicts with attributes ``adapter: str``,
-``verified: bool`` and ``detail: str`` (what still fails without the adapter); a retirable
-adapter whose verdict is not verified is a gate finding.
+``--verify`` runs :func:`spyre_adapters.verify.verify_retirable` (imported only then: it
+builds models) and adds a ``verification`` list to the document, one
+:meth:`~spyre_adapters.verify.RetirementVerdict.to_json` per retirable or retired adapter:
+``adapter``, ``version``, ``release``, ``verified``, ``outcome`` (``verified``, ``refuted`` or
+``unproven``), ``detail`` and ``families`` (per family: ``family``, ``evidence``, ``passed``,
+``detail``). A retirable adapter whose outcome is not ``verified`` is a gate finding.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import importlib
-import importlib.util
 from typing import Any
 
 from spyre_adapters.audit import AuditReport, audit_diff, audit_release
@@ -30,9 +28,7 @@ from spyre_adapters.lifecycle import AdapterStatus, Lifecycle
 from spyre_adapters.registry import Registry
 from spyre_adapters.waivers import Waiver, load_waivers
 
-__all__ = ["VERIFY_MODULE", "add_parser", "run"]
-
-VERIFY_MODULE = "spyre_adapters.verify"
+__all__ = ["add_parser", "run"]
 
 
 def _date(text: str) -> _dt.date:
@@ -108,12 +104,6 @@ def run(args: argparse.Namespace) -> int:
     if args.stack is not None and args.from_stack is not None:
         diagnose("error: use either --stack R or --from R1 --to R2, not both")
         return ExitCode.USAGE
-    if args.verify and importlib.util.find_spec(VERIFY_MODULE) is None:
-        diagnose(
-            "error: audit --verify is not yet available (module spyre_adapters.verify is not "
-            "installed); run audit without --verify"
-        )
-        return ExitCode.USAGE
     registry = registry_for(args)
     waivers: list[Waiver] = load_waivers(args.waivers) if args.waivers else []
     options: dict[str, Any] = {
@@ -166,24 +156,22 @@ def _side(row: AdapterStatus | None) -> str:
 def _verify(
     report: AuditReport, registry: Registry, document: dict[str, Any], tables: list[TableData]
 ) -> int:
-    module = importlib.import_module(VERIFY_MODULE)
+    from spyre_adapters import verify
+
     release = Lifecycle(registry).release(report.release)
-    verdicts = list(module.verify_retirable(report, release, registry))
-    document["verification"] = [
-        v.to_json()
-        if callable(getattr(v, "to_json", None))
-        else {"adapter": v.adapter, "verified": bool(v.verified), "detail": str(v.detail)}
-        for v in verdicts
-    ]
+    verdicts = list(verify.verify_retirable(report, release, registry))
+    document["verification"] = [v.to_json() for v in verdicts]
     tables.append(
         TableData(
             f"Retirement verification at stack {report.release}",
-            ["adapter", "verified", "detail"],
-            [[v.adapter, "yes" if v.verified else "no", str(v.detail)] for v in verdicts],
+            ["adapter", "outcome", "detail"],
+            [[v.adapter, v.outcome.value, str(v.detail)] for v in verdicts],
         )
     )
     retirable = {row.name for row in report.retirable()}
     failed = [v for v in verdicts if v.adapter in retirable and not v.verified]
     for verdict in failed:
-        diagnose(f"{verdict.adapter} is not verified retirable: {verdict.detail}")
+        diagnose(
+            f"{verdict.adapter} is not verified retirable ({verdict.outcome.value}): {verdict.detail}"
+        )
     return len(failed)

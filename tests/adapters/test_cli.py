@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from spyre_adapters.cli import ExitCode, _audit, _main, main
+from spyre_adapters.cli import ExitCode, _main, main
 from spyre_sim.catalogue import builtin_catalogue
 
 from .conftest import DATA
@@ -221,13 +221,6 @@ def test_audit_markdown_to_file(run: Run, tmp_path: Path) -> None:
     )
 
 
-def test_audit_verify_is_not_yet_available(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_audit, "VERIFY_MODULE", "spyre_adapters._no_such_verify_module")
-    result = run("audit", "--verify")
-    assert result.code == ExitCode.USAGE
-    assert "audit --verify is not yet available" in result.err
-
-
 def _fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: object) -> None:
     module = types.ModuleType(name)
     module.__spec__ = importlib.machinery.ModuleSpec(name, None)
@@ -237,27 +230,35 @@ def _fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: object) ->
 
 
 def test_audit_verify_calls_the_verifier(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
+    from spyre_adapters import verify
 
-    @dataclass
-    class Verdict:
-        adapter: str
-        verified: bool
-        detail: str
+    calls = []
+    detail = "aten.sin still falls back in rotary_emb"
 
     def verify_retirable(report, release, registry):  # type: ignore[no-untyped-def]
         calls.append((report.release, release.name, registry.names()))
-        return [Verdict("alpha", False, "aten.sin still falls back in rotary_emb")]
+        check = verify.FamilyCheck("llama", verify.Evidence.NEEDS_ADAPTER, detail)
+        outcome = verify.Outcome.REFUTED
+        return [verify.RetirementVerdict("alpha", "1.0", "2026.09", outcome, detail, (check,))]
 
-    _fake_module(monkeypatch, "fake_verify", verify_retirable=verify_retirable)
-    monkeypatch.setattr(_audit, "VERIFY_MODULE", "fake_verify")
+    monkeypatch.setattr(verify, "verify_retirable", verify_retirable)
     result = run("audit", "--stack", "2026.09", "--verify", "--format", "json")
     assert calls == [("2026.09", "2026.09", ["alpha", "beta", "delta", "gamma"])]
     assert result.code == ExitCode.FINDINGS
     assert result.json()["verification"] == [
-        {"adapter": "alpha", "verified": False, "detail": "aten.sin still falls back in rotary_emb"}
+        {
+            "adapter": "alpha",
+            "version": "1.0",
+            "release": "2026.09",
+            "verified": False,
+            "outcome": "refuted",
+            "detail": detail,
+            "families": [
+                {"family": "llama", "evidence": "needs-adapter", "passed": False, "detail": detail}
+            ],
+        }
     ]
-    assert "alpha is not verified retirable: aten.sin still falls back in rotary_emb" in result.err
+    assert f"alpha is not verified retirable (refuted): {detail}" in result.err
 
 
 def test_extension_subcommands_from_the_table(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:

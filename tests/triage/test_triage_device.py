@@ -130,6 +130,39 @@ def test_verify_fails_and_says_why_when_the_gap_is_open() -> None:
     assert "llama" in verdict.detail
     assert "rotate-half" in verdict.detail or "gap `" in verdict.detail
     assert "passes with the adapter kept, so the adapter is still needed" in verdict.detail
+    assert verdict.outcome.value == "refuted"
+    assert [c.evidence.value for c in verdict.families] == ["needs-adapter"]
+
+
+def test_a_family_blocked_by_another_gap_proves_nothing_either_way() -> None:
+    from spyre_adapters.verify import Evidence, Outcome, verify_adapter
+
+    # mixtral stops at its MoE router's sort at 2026.09, with or without rms-norm
+    registry = _only(build_registry(), "rms-norm", ("llama", "mixtral"))
+    verdict = verify_adapter(registry.get("rms-norm"), "2026.09", registry)
+    assert verdict.outcome is Outcome.VERIFIED, verdict.detail
+    assert [(c.family, c.evidence) for c in verdict.families] == [
+        ("llama", Evidence.PROVES),
+        ("mixtral", Evidence.BLOCKED),
+    ]
+    assert "1 prove nothing either way here: mixtral: blocked by something else" in verdict.detail
+    assert "gap `sort`" in verdict.detail
+
+    alone = _only(build_registry(), "rms-norm", ("mixtral",))
+    unproven = verify_adapter(alone.get("rms-norm"), "2026.09", alone)
+    assert unproven.outcome is Outcome.UNPROVEN
+    assert not unproven.verified
+    assert unproven.detail.startswith("no listed family can run at 2026.09, with or without it")
+
+
+def test_an_unbuildable_family_proves_nothing() -> None:
+    from spyre_adapters.verify import Evidence, Outcome, verify_adapter
+
+    registry = _only(build_registry(), "rms-norm", ("no_such_model_type",))
+    verdict = verify_adapter(registry.get("rms-norm"), "2026.09", registry)
+    assert verdict.outcome is Outcome.UNPROVEN
+    assert verdict.families[0].evidence is Evidence.UNBUILDABLE
+    assert "cannot be built here" in verdict.detail
 
 
 @pytest.mark.slow
