@@ -268,6 +268,9 @@ def _overrides(config: Any, preset: SizePreset, fit: str = "preset") -> dict[str
     put(_LAYERS, preset.layers)
     put(_HEADS, preset.heads)
     put(_KV_HEADS, preset.kv_heads)
+    for key in _KV_HEADS:  # None means "one KV head per query head" (Nemotron needs it spelled)
+        if key in attrs and attrs[key] is None and any(k in attrs for k in _HEADS):
+            out[key] = preset.heads
     put(_HEAD_DIM, preset.head_dim, allow_none=True)
     put(_PROJECTION, preset.hidden)
     _cap_experts(attrs, preset, out)

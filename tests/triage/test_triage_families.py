@@ -83,3 +83,11 @@ def test_unknown_model_type_fails_at_config_stage() -> None:
     assert info.value.stage == "config"
     assert info.value.model_type == "no-such-model-type"
     assert "no-such-model-type" in str(info.value)
+
+
+def test_a_config_leaving_kv_heads_unset_gets_one_per_query_head() -> None:
+    # NemotronConfig defaults num_key_value_heads to None, which its attention cannot divide by
+    config = family_config("nemotron")
+    assert config.num_key_value_heads == config.num_attention_heads == REALISTIC.heads
+    built = build_family("nemotron")
+    assert built.reference is not None
