@@ -18,6 +18,14 @@ A family *builds* when its model instantiates from the shrunk config and one eva
 the CPU succeeds with synthesised inputs (token ids, pixels, audio features or raw audio; a
 composite model is tried text-only first, then with pixels). :func:`build_family` returns the
 model, those inputs and the CPU reference output.
+
+The compared output is ``logits`` for causal LMs, else ``last_hidden_state``, else the
+floating-point top-level output with the most elements (a dual encoder's ``text_embeds``
+rather than its 1x1 ``logits_per_image``: a cosine of one value is only its sign). A reference
+no fp16 run could be judged against fails the build at stage ``"reference"``: fewer than
+:data:`MIN_COMPARED_VALUES` values, or every value below fp16's smallest normal
+(:data:`FP16_SMALLEST_NORMAL`: the random weights made the activations vanish, as in deep
+convolutional stacks such as MobileNet).
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ __all__ = [
     "REALISTIC",
     "TINY",
     "BuiltFamily",
+    "FP16_SMALLEST_NORMAL",
+    "MIN_COMPARED_VALUES",
     "FamilyBuildError",
     "SizePreset",
     "build_family",
@@ -101,17 +111,26 @@ TINY = SizePreset(
 )
 
 
+MIN_COMPARED_VALUES = 8
+"""Fewest values a compared output may have: a cosine over fewer says little."""
+FP16_SMALLEST_NORMAL = 2.0**-14
+"""A reference whose every magnitude is below this vanishes in fp16: nothing to compare."""
+
+
 class FamilyBuildError(SpyreAdaptersError):
-    """A family did not build: ``stage`` is ``"config"``, ``"instantiate"``, ``"inputs"`` or
-    ``"forward"``; ``reason`` is the underlying error in one line."""
+    """A family did not build: ``stage`` is ``"config"``, ``"instantiate"``, ``"inputs"``,
+    ``"forward"`` or ``"reference"`` (the CPU output cannot judge a device run; see the module
+    docstring); ``reason`` is the underlying error in one line."""
 
     def __init__(self, model_type: str, stage: str, reason: str) -> None:
         self.model_type = model_type
         self.stage = stage
         self.reason = reason
-        super().__init__(
-            f"model_type {model_type!r} does not build from its config ({stage} failed): {reason}"
-        )
+        if stage == "reference":
+            text = f"model_type {model_type!r} builds, but its CPU reference cannot judge a run"
+        else:
+            text = f"model_type {model_type!r} does not build from its config ({stage} failed)"
+        super().__init__(f"{text}: {reason}")
 
 
 @dataclass
@@ -119,9 +138,9 @@ class BuiltFamily:
     """A built family: the CPU model (fp32, eval mode), its inputs and the CPU reference output.
 
     ``fit`` is ``"preset"`` (every size of the preset) or ``"depth"`` (the family's own
-    widths; see :func:`build_family`). ``kind`` is ``"causal-lm"`` (the output is the logits; compared by greedy top-1 at every
-    position) or ``"base"`` (the output is the last hidden state or the first output tensor;
-    compared by cosine).
+    widths; see :func:`build_family`). ``kind`` is ``"causal-lm"`` (the output is the logits,
+    compared by greedy top-1 at every position) or ``"base"`` (the output named
+    ``output_name``, chosen as the module docstring says, compared by cosine).
     """
 
     model_type: str
@@ -560,10 +579,32 @@ def _output_name(out: Any, kind: str) -> str:
     for name in ("logits", "last_hidden_state") if kind == "causal-lm" else ("last_hidden_state",):
         if isinstance(out.get(name) if keys else None, torch.Tensor):
             return name
-    for name in keys:
-        if isinstance(out[name], torch.Tensor) and out[name].is_floating_point():
-            return str(name)
+    floating = [
+        (out[name].numel(), -i, str(name))
+        for i, name in enumerate(keys)
+        if isinstance(out[name], torch.Tensor) and out[name].is_floating_point()
+    ]
+    if floating:
+        return max(floating)[2]  # the most values; the first such output on a tie
     return keys[0] if keys else ""
+
+
+def _judgeable(reference: torch.Tensor, output_name: str) -> str | None:
+    """Why ``reference`` cannot judge an fp16 device run, or None."""
+    count = reference.numel()
+    if count < MIN_COMPARED_VALUES:
+        return (
+            f"the compared output {output_name!r} has {count} value(s) "
+            f"(fewer than {MIN_COMPARED_VALUES}): a comparison would say next to nothing"
+        )
+    largest = float(reference.detach().abs().max())
+    if largest < FP16_SMALLEST_NORMAL:
+        return (
+            f"every value of the compared output {output_name!r} is below fp16's smallest "
+            f"normal (largest magnitude {largest:.3g}): with random weights its activations "
+            "vanish, so no fp16 run can be judged against it"
+        )
+    return None
 
 
 def _floating_dtype(model: nn.Module) -> torch.dtype:
@@ -624,6 +665,7 @@ def _build(model_type: str, preset: SizePreset, seed: int, fit: str) -> BuiltFam
         {"use_cache": False} if "use_cache" in inspect.signature(model.forward).parameters else {}
     )
     first_error: BaseException | None = None
+    unjudgeable_reason: str | None = None
     for _name, plan in plans:
         inputs = plan(torch.Generator().manual_seed(seed))
         try:
@@ -639,6 +681,10 @@ def _build(model_type: str, preset: SizePreset, seed: int, fit: str) -> BuiltFam
                 f"the compared output {output_name!r} is not floating point"
             )
             continue
+        unjudgeable = _judgeable(reference, output_name)
+        if unjudgeable is not None:
+            unjudgeable_reason = unjudgeable_reason or unjudgeable
+            continue
         return BuiltFamily(
             model_type=model_type,
             preset=preset,
@@ -651,5 +697,7 @@ def _build(model_type: str, preset: SizePreset, seed: int, fit: str) -> BuiltFam
             options=options,
             fit=fit,
         )
+    if unjudgeable_reason is not None:
+        raise FamilyBuildError(model_type, "reference", unjudgeable_reason)
     assert first_error is not None
     raise FamilyBuildError(model_type, "forward", _one_line(first_error))

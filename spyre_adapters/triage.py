@@ -89,7 +89,8 @@ class Category(str, enum.Enum):
     - ``adapter-failed``: ``prepare`` raised (an adapter failed to apply).
     - ``device-error``: the device run raised something that is not a lowering error.
     - ``build-failed``: the family does not instantiate from its config (or no inputs for it).
-    - ``reference-failed``: the family instantiates but its CPU forward fails.
+    - ``reference-failed``: the family instantiates but its CPU forward fails, or gives an
+      output no fp16 run can be judged against (too few values, or all of them vanishing).
     - ``worker-crashed``: the isolated worker process died (signal, abort, out of memory).
     - ``worker-timeout``: the isolated worker process exceeded its time limit and was killed.
     - ``internal-error``: the triage code itself raised in the worker (a bug to report).
@@ -744,7 +745,8 @@ def triage_family(
     try:
         built = build_family(family, preset=preset)
     except FamilyBuildError as exc:
-        category = Category.REFERENCE_FAILED if exc.stage == "forward" else Category.BUILD_FAILED
+        failed_on_cpu = exc.stage in ("forward", "reference")
+        category = Category.REFERENCE_FAILED if failed_on_cpu else Category.BUILD_FAILED
         seconds = (time.perf_counter() - start) / max(len(releases), 1)
         return [
             TriageResult(family, r, preset.name, category, str(exc), seconds=seconds)

@@ -91,3 +91,25 @@ def test_a_config_leaving_kv_heads_unset_gets_one_per_query_head() -> None:
     assert config.num_key_value_heads == config.num_attention_heads == REALISTIC.heads
     built = build_family("nemotron")
     assert built.reference is not None
+
+
+def test_a_dual_encoder_is_compared_on_its_largest_output_not_a_1x1_score() -> None:
+    built = build_family("clip")
+    # logits_per_image is 1x1 for one image and one text: its cosine is only a sign
+    assert built.output_name != "logits_per_image"
+    assert built.reference.numel() >= 64
+
+
+def test_a_reference_that_vanishes_in_fp16_fails_the_build_at_stage_reference() -> None:
+    with pytest.raises(FamilyBuildError) as caught:
+        build_family("mobilenet_v2")  # random weights: activations shrink to ~1e-21
+    assert caught.value.stage == "reference"
+    assert "below fp16's smallest normal" in str(caught.value)
+    assert "builds, but its CPU reference cannot judge a run" in str(caught.value)
+
+
+def test_triage_calls_a_vanishing_reference_reference_failed() -> None:
+    from spyre_adapters.triage import Category, triage_family
+
+    (result,) = triage_family("mobilenet_v2", ["2026.09"])
+    assert result.category is Category.REFERENCE_FAILED
