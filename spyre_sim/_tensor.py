@@ -424,12 +424,35 @@ def _host_to_copy(x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
     return out
 
 
+_ATEN_RESIZE = torch.ops.aten.resize_.default
+
+
+def _host_resize_(
+    x: torch.Tensor, size: Sequence[int], memory_format: torch.memory_format | None = None
+) -> torch.Tensor:
+    """``resize_`` for a host whose storage NumPy has seen (DL16 rounding runs on a NumPy view,
+    and PyTorch then marks the storage as not resizable): a new host holding what ``resize_``
+    would keep, the leading elements of the storage from the tensor's offset. The caller makes
+    the device tensor adopt it (see :func:`_store_one`)."""
+    storage = x.untyped_storage()
+    if storage.resizable():
+        return _ATEN_RESIZE(x, size, memory_format=memory_format)  # type: ignore[no-any-return]
+    fresh = torch.empty(size, dtype=x.dtype, memory_format=memory_format or torch.contiguous_format)
+    available = storage.nbytes() // x.element_size() - x.storage_offset()
+    kept = min(fresh.numel(), available)
+    if kept > 0:
+        flat = x.new_empty(0).set_(storage, x.storage_offset(), (available,), (1,))
+        fresh.view(-1)[:kept].copy_(flat[:kept])
+    return fresh
+
+
 _HOST_KERNELS: dict[str, Callable[..., Any]] = {
     "aten.pow.Tensor_Scalar": _host_pow_scalar,
     "aten._to_copy.default": _host_to_copy,
+    "aten.resize_.default": _host_resize_,
 }
 # host kernels that already store their fp16 results as DL16 (the caller must not round again)
-_ROUNDS_ITSELF = frozenset({"aten._to_copy.default"})
+_ROUNDS_ITSELF = frozenset({"aten._to_copy.default", "aten.resize_.default"})
 
 
 class _Verdict:
@@ -769,10 +792,28 @@ def _store_one(how: int, args: Sequence[Any], out: torch.Tensor, rounds: bool) -
         if settings.numerics and rounds and out.dtype is torch.float16:
             round_to_dl16_(out)
         target = args[how] if how < len(args) else _out_kwargs.get(how)
-        if type(target) is SpyreTensor and target._host is out and target.shape == out.shape:
+        if type(target) is SpyreTensor:
+            # the host op wrote target's host (or, for resize_, replaced it: _host_resize_)
+            if (
+                target._host is not out
+                or target.shape != out.shape
+                or target.stride() != out.stride()
+            ):
+                _adopt_metadata(target, out)
             return target  # in-place ops and out= return the tensor they wrote
         return _wrap(out)
     return _wrap(out)  # a view: never rounded
+
+
+def _adopt_metadata(target: SpyreTensor, host: torch.Tensor) -> None:
+    """Give ``target`` the sizes and strides of its host tensor, which the op resized in place.
+
+    Factories such as ``arange(n, device="spyre")`` create an empty tensor and fill it with
+    an ``out=`` op that resizes it (``resize_`` itself lands here too); the caller keeps the
+    tensor it passed, so that very object must change shape. Assigning ``.data`` copies the
+    metadata of a fresh wrapper into it (the Python object, and so ``_host``, stays)."""
+    target.data = _wrap(host)
+    target._host = host
 
 
 # out= tensors of the op being finished, by schema argument index (set by _run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
@@ -128,3 +129,37 @@ def test_in_place_and_out_return_the_written_tensor(spyre: ModuleType) -> None:
     b = a.clone()
     assert b.add_(1) is b
     assert b.cpu()[0, 0].item() == 2.0
+
+
+@pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode])
+def test_factories_filled_by_a_resizing_out_op_have_their_shape(
+    spyre: ModuleType, context: Any
+) -> None:
+    # arange/linspace create an empty tensor and resize it in an out= op: the tensor the
+    # caller gets must have the shape, not only the host behind it (Pixtral's meshgrid)
+    with context():
+        steps = torch.arange(4, device="spyre")
+        assert steps.shape == (4,)
+        assert torch.arange(1, 7, 2, device="spyre").shape == (3,)
+        assert torch.linspace(0, 1, 5, device="spyre").shape == (5,)
+        rows, cols = torch.meshgrid(steps, torch.arange(3, device="spyre"), indexing="ij")
+        assert rows.shape == cols.shape == (4, 3)
+        assert rows.cpu().tolist() == torch.arange(4).unsqueeze(1).expand(4, 3).tolist()
+        out = torch.empty(0, dtype=torch.float16, device="spyre")
+        assert torch.add(torch.ones(2, 3, dtype=torch.float16, device="spyre"), 1, out=out) is out
+        assert out.shape == (2, 3)
+        assert out.cpu().tolist() == [[2.0] * 3] * 2
+
+
+def test_resize_keeps_the_leading_values_even_after_rounding(spyre: ModuleType) -> None:
+    # DL16 rounding runs on a NumPy view, after which PyTorch will not resize the storage
+    x = torch.arange(6, dtype=torch.float16).reshape(2, 3).to("spyre") * 1
+    assert x.resize_(4) is x
+    assert x.shape == (4,)
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+    x.resize_(2, 5)
+    assert x.shape == (2, 5)
+    assert x.cpu()[0, :4].tolist() == [0.0, 1.0, 2.0, 3.0]
+    fresh = torch.empty(3, dtype=torch.float16, device="spyre")
+    fresh.resize_(5)
+    assert fresh.shape == (5,)
