@@ -6,7 +6,8 @@ The fused LayerNorm of the stack returns NaN on near-constant rows: a one-pass v
 forward computes the mean, then the variance of the centred values (``(x - mean) * (x - mean)``,
 never negative, no ``pow``), normalises, and applies weight and bias. It stays at the input
 dtype: an fp32 upcast on the device is itself a gap (``dtype-cast``) until 2026.07, and the
-two-pass form needs no extra precision to stay finite.
+two-pass form needs no extra precision to stay finite. Like the fused kernel, it returns a
+contiguous tensor for any input layout.
 
 Matched by type and by behaviour: every ``nn.LayerNorm``, and any module named ``*LayerNorm``
 with a one-argument forward, an optional 1-D weight and bias and an epsilon (attribute
@@ -36,6 +37,9 @@ _DEFAULT_EPS = 1e-5
 def _two_pass(eps_name: str | None, width: int) -> Callable[..., torch.Tensor]:
     def forward(self: nn.Module, input: torch.Tensor) -> torch.Tensor:
         eps = getattr(self, eps_name) if eps_name is not None else _DEFAULT_EPS
+        # the fused kernel returns a contiguous tensor whatever the input's strides, and
+        # models rely on it (GraniteDocling's pixel shuffle views a LayerNorm output)
+        input = input.contiguous()
         mean = input.mean(dim=-1, keepdim=True)
         centred = input - mean
         variance = (centred * centred).mean(dim=-1, keepdim=True)

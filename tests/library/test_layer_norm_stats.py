@@ -81,3 +81,20 @@ def test_rollback_restores_the_model_exactly() -> None:
 
 def test_does_not_match_rms_norm_models() -> None:
     assert not adapter.matches(causal_lm("llama"))
+
+
+def test_output_is_contiguous_for_a_permuted_input_like_the_fused_kernel() -> None:
+    norm = torch.nn.LayerNorm(64)
+    with torch.no_grad():
+        norm.weight.copy_(torch.linspace(0.5, 1.5, 64))
+        norm.bias.copy_(torch.linspace(-1, 1, 64))
+    stock, holder = torch.nn.Sequential(norm), torch.nn.Sequential(torch.nn.LayerNorm(64))
+    holder.load_state_dict(stock.state_dict())
+    apply(adapter, holder)
+    # a dense but permuted input, as a pixel shuffle or a transposed projection gives
+    x = torch.randn(2, 64, 16).permute(0, 2, 1)
+    ref, out = stock(x), holder(x)
+    assert ref.is_contiguous()
+    assert out.is_contiguous()
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    assert out.view(2, 4, 4, 64).shape == (2, 4, 4, 64)  # what GraniteDocling does next
