@@ -35,7 +35,13 @@ from torch import nn
 from pytest_spyre import report as report_mod
 from pytest_spyre import summary as summary_mod
 from pytest_spyre.adapters import AdapterView
-from pytest_spyre.inference_only import BackwardGuard, in_backward, is_training_op
+from pytest_spyre.inference_only import (
+    BackwardGuard,
+    InferenceOnlySkip,
+    in_backward,
+    is_training_op,
+    skip_reason,
+)
 from pytest_spyre.options import SpyreOptions
 from pytest_spyre.placement import Placement
 from pytest_spyre.policy import apply_policy
@@ -73,6 +79,58 @@ def _chain(exc: BaseException | None) -> Iterator[BaseException]:
 
 def _find(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
     return next((e for e in _chain(exc) if isinstance(e, kind)), None)
+
+
+def _inference_only_cause(exc: BaseException | None) -> BaseException | None:
+    """The error that makes ``exc`` an inference-only stop, or None: an ``InferenceOnlyError``
+    (or the guard's skip carrying one), or a lowering error raised under backward or by an op
+    only training dispatches."""
+    if isinstance(exc, InferenceOnlySkip):
+        return exc.error
+    found = _find(exc, InferenceOnlyError)
+    if found is not None:
+        return found
+    lowering = _find(exc, SpyreLoweringError)
+    if isinstance(lowering, SpyreLoweringError) and (
+        in_backward(lowering) or is_training_op(lowering.op)
+    ):
+        return lowering
+    return None
+
+
+def _pending(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.ExceptionInfo[Any] | None:
+    """The exception the report of this phase will be made from: ``call.excinfo``, or for a
+    ``unittest.TestCase`` test the first one its result collected (pytest's unittest support
+    moves it to ``call.excinfo`` only while the report is made)."""
+    if call.excinfo is not None:
+        return call.excinfo
+    collected = getattr(item, "_excinfo", None)
+    if isinstance(collected, list) and collected:
+        first = collected[0]
+        return first if isinstance(first, pytest.ExceptionInfo) else None
+    return None
+
+
+def _replace_with_skip(
+    item: pytest.Item,
+    call: pytest.CallInfo[None],
+    pending: pytest.ExceptionInfo[Any],
+    cause: BaseException,
+) -> None:
+    """Make pytest report an inference-only stop as a skip from the start: a skip report is
+    built without rendering the error's traceback, which through a model's frames costs about
+    half a second per test (the report is still adjusted afterwards, as for any skip)."""
+    error = cause if isinstance(cause, InferenceOnlyError) else InferenceOnlyError(str(cause))
+    try:
+        raise InferenceOnlySkip(error) from pending.value
+    except InferenceOnlySkip:
+        skip = pytest.ExceptionInfo[Any].from_current()
+    if call.excinfo is pending:
+        call.excinfo = skip
+    else:
+        collected = getattr(item, "_excinfo", None)
+        if isinstance(collected, list) and collected and collected[0] is pending:
+            collected[0] = skip
 
 
 class SpyreRun:
@@ -230,9 +288,14 @@ class SpyreRun:
         rec = item.stash.get(_RECORD_KEY, None)
         if rec is None:  # not set up by us (collection-time report)
             return (yield)
-        early = _find(call.excinfo.value if call.excinfo else None, SpyreLoweringError)
+        pending = _pending(item, call)
+        early = _find(pending.value if pending is not None else None, SpyreLoweringError)
         if isinstance(early, SpyreLoweringError):
             self._add_hints(early)  # before the report renders the exception
+        if call.when != "teardown" and pending is not None:
+            cause = _inference_only_cause(pending.value)
+            if cause is not None:
+                _replace_with_skip(item, call, pending, cause)
         if call.when == "teardown":
             self._finish_telemetry(item, rec)
             item.user_properties.extend(rec.properties())
@@ -241,13 +304,7 @@ class SpyreRun:
         # TestCase test in its own makereport implementation, which runs inside this wrapper
         exc = call.excinfo.value if call.excinfo is not None else None
         lowering = _find(exc, SpyreLoweringError)
-        inference_only = _find(exc, InferenceOnlyError)
-        if (
-            inference_only is None
-            and isinstance(lowering, SpyreLoweringError)
-            and (in_backward(lowering) or is_training_op(lowering.op))
-        ):
-            inference_only = lowering
+        inference_only = _inference_only_cause(exc)
         if isinstance(lowering, SpyreLoweringError) and inference_only is None:
             blocker = self._blocker(lowering)
             if rec.blocked_by is None:
@@ -256,11 +313,7 @@ class SpyreRun:
         if call.when != "teardown" and inference_only is not None:
             rec.inference_only = True
             report.outcome = "skipped"
-            report.longrepr = (
-                str(item.path), item.location[1] or 0,
-                f"spyre: inference-only device: this test runs backward/training on the "
-                f"device, which Spyre does not support ({str(inference_only).splitlines()[0]})",
-            )  # fmt: skip
+            report.longrepr = (str(item.path), item.location[1] or 0, skip_reason(inference_only))
         elif rec.xfail_gap is not None and call.when in ("setup", "call"):
             self._apply_xfail_gap(item, call, report, rec)
         phases = item.stash[_PHASES_KEY]
