@@ -389,9 +389,11 @@ _VALUE_PRESERVING = frozenset(
 
 
 # --- host kernels -----------------------------------------------------------------------------
-# Where the host's own ATen kernel for an op is much slower than another host computation that
-# gives the same bits, the emulator runs the faster one. Each entry must return exactly what
-# the ATen op returns for every input (tests/sim/test_host_kernels.py checks them bit for bit).
+# Ops the emulator runs with its own host code instead of the ATen kernel: a faster computation
+# that gives the same bits (pow), or one that stores the result the way the device does without
+# a round trip (_to_copy) or works around a host-only limit (resize_). The results must be
+# those the ATen op plus the device's storage rules give (tests/sim/test_host_kernels.py and
+# tests/sim/test_device.py check them).
 
 _ATEN_POW = torch.ops.aten.pow.Tensor_Scalar
 _ATEN_TO_COPY = torch.ops.aten._to_copy.default
@@ -451,7 +453,7 @@ _HOST_KERNELS: dict[str, Callable[..., Any]] = {
     "aten._to_copy.default": _host_to_copy,
     "aten.resize_.default": _host_resize_,
 }
-# host kernels that already store their fp16 results as DL16 (the caller must not round again)
+# host kernels whose fp16 results are already DL16 (stored by the kernel, or values kept)
 _ROUNDS_ITSELF = frozenset({"aten._to_copy.default", "aten.resize_.default"})
 
 
