@@ -16,6 +16,8 @@ Every ATen op on a ``spyre`` tensor arrives in :func:`_dispatch` (``__torch_disp
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,6 +42,7 @@ DEVICE = torch.device("meta")  # becomes torch.device("spyre", 0) in spyre_sim.d
 _HOST = torch.device("cpu")
 
 
+_PROJECT_PACKAGES = ("spyre_sim", "spyre_adapters", "pytest_spyre")
 _FLOAT_WIDE = (torch.float32, torch.float64)
 _STORE_AS: dict[torch.dtype, torch.dtype] = {
     torch.float32: torch.float16,
@@ -132,6 +135,25 @@ def memory_allocated() -> int:
 # --- storage conversions --------------------------------------------------------------------
 
 
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_INTERNAL_DIRS = (
+    os.path.dirname(torch.__file__ or "torch") + os.sep,
+    *(os.path.join(_PROJECT, name) + os.sep for name in _PROJECT_PACKAGES),
+)
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning to the first frame outside torch and this
+    project's packages (the model or test line whose op met the device), for the function
+    that calls ``warnings.warn``. Only computed when a once-per-process warning is issued."""
+    frame = sys._getframe(1)  # the caller of warnings.warn
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL_DIRS):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
 def storage_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the device stores for ``dtype`` (fp32 -> fp16, int64 -> int32) when numerics
     emulation is on; unchanged otherwise."""
@@ -144,7 +166,7 @@ def storage_dtype(dtype: torch.dtype) -> torch.dtype:
             f"the spyre device does not store {dtype}: stored as {stored} "
             "(warned once per process; spyre_sim.configure(numerics=False) keeps host dtypes)",
             SpyreDowncastWarning,
-            stacklevel=4,
+            stacklevel=_user_stacklevel(),
         )
     return stored
 
@@ -833,7 +855,9 @@ def _fallback(
     name = info.name
     if name not in _warned_fallbacks:
         _warned_fallbacks.add(name)
-        warnings.warn(f"{name} is falling back to cpu", SpyreFallbackWarning, stacklevel=3)
+        warnings.warn(
+            f"{name} is falling back to cpu", SpyreFallbackWarning, stacklevel=_user_stacklevel()
+        )
     telemetry.count_fallback(name)
     if verdict.gap:
         telemetry.count_gap(verdict.gap, _modules.current_module_path())
