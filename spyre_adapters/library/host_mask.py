@@ -12,7 +12,10 @@ Each such forward is bound, per instance, to a copy whose factories
 - run on the host (the 2-D padding mask and the position ids are moved to the CPU; the
   embeddings are replaced by a zero-stride CPU stand-in, since the factories only read their
   shape and dtype), so the causal and sliding-window structure is never built on the device;
-- never skip the mask (SDPA's implicit ``is_causal`` path builds a causal mask on the device);
+- never skip the mask (SDPA's implicit ``is_causal`` path builds a causal mask on the device),
+  except where skipping it means no mask at all: when every attention module below the
+  adapted forward has ``is_causal = False`` (PaliGemma's Gemma), a skipped mask makes SDPA
+  attend to everything, and that is what the stock model computes, so it stays skipped;
 - return an additive mask filled with ``finfo(dtype).min / 2`` instead of ``-inf`` or
   ``finfo.min``: DL16 has no infinity, and half the minimum cannot overflow when added.
 
@@ -59,7 +62,9 @@ def _host(value: Any) -> Any:
     return value.cpu() if isinstance(value, torch.Tensor) else value
 
 
-def _host_factory(stock: Callable[..., Any]) -> Callable[..., Any]:
+def _host_factory(stock: Callable[..., Any], skip_is_full: bool) -> Callable[..., Any]:
+    """The host version of one mask factory. ``skip_is_full``: the attention below never runs
+    causal by itself, so a mask the stock factory skips means full attention (kept skipped)."""
     signature = inspect.signature(stock)
     skip_flags = [name for name in signature.parameters if name.startswith("allow_is_")]
 
@@ -74,6 +79,8 @@ def _host_factory(stock: Callable[..., Any]) -> Callable[..., Any]:
         for name in list(arguments):
             if isinstance(arguments[name], torch.Tensor):
                 arguments[name] = stand_in if arguments[name] is embeds else _host(arguments[name])
+        if skip_is_full and stock(*bound.args, **bound.kwargs) is None:
+            return None  # SDPA then attends to every position, as in the stock model
         for name in skip_flags:
             arguments[name] = False
         mask = stock(*bound.args, **bound.kwargs)
@@ -91,6 +98,16 @@ def _host_factory(stock: Callable[..., Any]) -> Callable[..., Any]:
 
     setattr(factory, _MARK, True)
     return factory
+
+
+def _skip_is_full(module: nn.Module) -> bool:
+    """Every attention module below ``module`` that says whether it is causal says no."""
+    flags = [
+        sub.is_causal
+        for sub in module.modules()
+        if isinstance(getattr(sub, "is_causal", None), bool) and "Attention" in type(sub).__name__
+    ]
+    return bool(flags) and not any(flags)
 
 
 def _attention_implementation(model: nn.Module) -> str | None:
@@ -133,10 +150,13 @@ class HostMask:
                 f"{implementation!r}): it needs masks from Transformers' masking_utils and the "
                 f"attention implementation one of {sorted(_SUPPORTED_ATTENTION)}"
             )
-        factories: dict[tuple[int, str], Callable[..., Any]] = {}
+        factories: dict[tuple[int, str, bool], Callable[..., Any]] = {}
         for path, fn, owner, names in targets:
+            full = _skip_is_full(model.get_submodule(path))
             overrides = {
-                name: factories.setdefault((id(owner), name), _host_factory(owner[name]))
+                name: factories.setdefault(
+                    (id(owner), name, full), _host_factory(owner[name], full)
+                )
                 for name in names
             }
             edit.bind_forward(model.get_submodule(path), rebind_globals(fn, owner, overrides))

@@ -95,3 +95,21 @@ def test_rollback_restores_the_model_exactly() -> None:
 def test_does_not_match_models_without_masking_utils() -> None:
     assert not adapter.matches(causal_lm("mamba"))
     assert not adapter.matches(torch.nn.Sequential(torch.nn.Linear(4, 4)))
+
+
+def test_a_skipped_mask_stays_skipped_where_it_means_full_attention() -> None:
+    # PaliGemma's Gemma attention has is_causal = False: without token_type_ids the stock
+    # factory skips the mask and SDPA attends to every position. A causal mask built in its
+    # place changed the model's output (cosine 0.981 against stock).
+    from library_models import vision_language_model
+
+    stock = vision_language_model("paligemma")
+    adapted = vision_language_model("paligemma")
+    attention = [m for m in adapted.modules() if type(m).__name__ == "GemmaAttention"]
+    assert attention and not any(m.is_causal for m in attention)
+    assert adapter.matches(adapted)
+    apply(adapter, adapted)
+    with torch.no_grad():
+        ref = stock(PROMPT).logits
+        out = adapted(PROMPT).logits
+    torch.testing.assert_close(out, ref)
