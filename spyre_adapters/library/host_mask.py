@@ -12,12 +12,10 @@ Each such forward is bound, per instance, to a copy whose factories
 - run on the host (the 2-D padding mask and the position ids are moved to the CPU; the
   embeddings are replaced by a zero-stride CPU stand-in, since the factories only read their
   shape and dtype), so the causal and sliding-window structure is never built on the device;
-- never skip the mask (SDPA's implicit ``is_causal`` path builds a causal mask on the device);
-  where skipping it means full attention, the explicit mask says so: when every attention
-  module below the adapted forward has ``is_causal = False`` (PaliGemma's Gemma), a mask the
-  stock factory skips makes SDPA attend to every position, so the mask built in its place is
-  all zeros, not causal (an explicit mask also keeps Transformers from asking SDPA for
-  ``enable_gqa``, gap ``sdpa-gqa`` before 2026.05);
+- never skip the mask (SDPA's implicit ``is_causal`` path builds a causal mask on the device),
+  except where skipping it means no mask at all: when every attention module below the
+  adapted forward has ``is_causal = False`` (PaliGemma's Gemma), a skipped mask makes SDPA
+  attend to everything, and that is what the stock model computes, so it stays skipped;
 - return an additive mask filled with ``finfo(dtype).min / 2`` instead of ``-inf`` or
   ``finfo.min``: DL16 has no infinity, and half the minimum cannot overflow when added.
 
@@ -66,7 +64,7 @@ def _host(value: Any) -> Any:
 
 def _host_factory(stock: Callable[..., Any], skip_is_full: bool) -> Callable[..., Any]:
     """The host version of one mask factory. ``skip_is_full``: the attention below never runs
-    causal by itself, so a mask the stock factory skips means full attention (all zeros)."""
+    causal by itself, so a mask the stock factory skips means full attention (kept skipped)."""
     signature = inspect.signature(stock)
     skip_flags = [name for name in signature.parameters if name.startswith("allow_is_")]
 
@@ -81,14 +79,13 @@ def _host_factory(stock: Callable[..., Any], skip_is_full: bool) -> Callable[...
         for name in list(arguments):
             if isinstance(arguments[name], torch.Tensor):
                 arguments[name] = stand_in if arguments[name] is embeds else _host(arguments[name])
-        full = skip_is_full and stock(*bound.args, **bound.kwargs) is None
+        if skip_is_full and stock(*bound.args, **bound.kwargs) is None:
+            return None  # SDPA then attends to every position, as in the stock model
         for name in skip_flags:
             arguments[name] = False
         mask = stock(*bound.args, **bound.kwargs)
         if not isinstance(mask, torch.Tensor) or mask.dim() != 4:
             return mask
-        if full:  # the stock model attends to every position here
-            return torch.zeros(mask.shape, dtype=dtype).to(device=device)
         fill = finite_fill(dtype)
         if mask.dtype == torch.bool:
             additive = torch.where(

@@ -97,7 +97,7 @@ def test_does_not_match_models_without_masking_utils() -> None:
     assert not adapter.matches(torch.nn.Sequential(torch.nn.Linear(4, 4)))
 
 
-def test_where_a_skipped_mask_means_full_attention_the_built_one_does_too() -> None:
+def test_a_skipped_mask_stays_skipped_where_it_means_full_attention() -> None:
     # PaliGemma's Gemma attention has is_causal = False: without token_type_ids the stock
     # factory skips the mask and SDPA attends to every position. A causal mask built in its
     # place changed the model's output (cosine 0.981 against stock).
@@ -106,19 +106,10 @@ def test_where_a_skipped_mask_means_full_attention_the_built_one_does_too() -> N
     stock = vision_language_model("paligemma")
     adapted = vision_language_model("paligemma")
     attention = [m for m in adapted.modules() if type(m).__name__ == "GemmaAttention"]
-    assert attention
-    assert not any(m.is_causal for m in attention)
+    assert attention and not any(m.is_causal for m in attention)
     assert adapter.matches(adapted)
     apply(adapter, adapted)
-    masks = []
-    hook = attention[0].register_forward_pre_hook(
-        lambda module, args, kwargs: masks.append(kwargs.get("attention_mask")), with_kwargs=True
-    )
     with torch.no_grad():
         ref = stock(PROMPT).logits
         out = adapted(PROMPT).logits
-    hook.remove()
     torch.testing.assert_close(out, ref)
-    (mask,) = masks  # still materialised (no implicit mask on the device), and all zeros
-    assert isinstance(mask, torch.Tensor)
-    assert not mask.any()
