@@ -106,7 +106,8 @@ def test_a_skipped_mask_stays_skipped_where_it_means_full_attention() -> None:
     stock = vision_language_model("paligemma")
     adapted = vision_language_model("paligemma")
     attention = [m for m in adapted.modules() if type(m).__name__ == "GemmaAttention"]
-    assert attention and not any(m.is_causal for m in attention)
+    assert attention
+    assert not any(m.is_causal for m in attention)
     assert adapter.matches(adapted)
     apply(adapter, adapted)
     with torch.no_grad():
