@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch._ops import OpOverload
 
-from spyre_sim import _modules, layout, miscompile, telemetry
+from spyre_sim import _modules, hints, layout, miscompile, scope, telemetry
 from spyre_sim.catalogue import Decision, GapState, Release, catalogue_for
 from spyre_sim.errors import (
     InferenceOnlyError,
@@ -73,6 +73,23 @@ class SpyreTensor(torch.Tensor):
     def tolist(self) -> Any:
         telemetry.count_transfer(False, _nbytes(self._host))
         return self._host.tolist()
+
+    def __format__(self, format_spec: str) -> str:
+        # torch formats a 0-dim tensor through .item() only for exact torch.Tensor
+        if self.dim() == 0:
+            telemetry.count_transfer(False, _nbytes(self._host))
+            return format(self._host.item(), format_spec)
+        return object.__format__(self, format_spec)
+
+    def untyped_storage(self) -> torch.UntypedStorage:
+        """The storage holding this tensor's values: that of its host tensor. (A wrapper
+        subclass has no storage of its own, and serialisers such as safetensors identify
+        shared tensors by ``untyped_storage().data_ptr()``.)"""
+        return self._host.untyped_storage()
+
+    def data_ptr(self) -> int:
+        """The address of the first element, in the host storage (see ``untyped_storage``)."""
+        return int(self._host.data_ptr())
 
     def backward(self, *args: Any, **kwargs: Any) -> None:
         """Refused: the device is inference-only. (PyTorch's autograd engine would run the
@@ -197,8 +214,17 @@ def host_to_device(src: torch.Tensor) -> SpyreTensor:
     return _wrap(to_device_storage(src.detach().clone(), fresh=True))
 
 
+def _judged() -> bool:
+    """Whether the op being run now gets a verdict: always with ``settings.judge_harness``,
+    else only inside the model scope (:mod:`spyre_sim.scope`)."""
+    return settings.judge_harness or scope.in_model_scope()
+
+
 def _check_transfer(src: torch.Tensor) -> None:
     release = current_stack()
+    if not _judged():  # the harness moves it: stored as the device stores it, never refused
+        _count_storage_gaps(src)
+        return
     if src.dtype is torch.bool and _gap_open(release, "bool-storage"):
         _raise_gap(
             release,
@@ -222,6 +248,11 @@ def _check_transfer(src: torch.Tensor) -> None:
             f"a zero-length tensor {list(src.shape)} crashes the host->device copy",
             SpyreLayoutError,
         )
+    _count_storage_gaps(src)
+
+
+def _count_storage_gaps(src: torch.Tensor) -> None:
+    """Storage properties that change the values moved (whoever moves them)."""
     if src.dtype in _FLOAT_WIDE and settings.numerics:
         telemetry.count_gap("fp32-storage", _modules.current_module_path())
     if src.is_floating_point() and src.numel() and bool(torch.isinf(src).any()):
@@ -229,10 +260,7 @@ def _check_transfer(src: torch.Tensor) -> None:
 
 
 def _gap_open(release: Release, gap: str) -> bool:
-    try:
-        return release.gap_open(gap)
-    except Exception:
-        return False
+    return release.gap_open(gap)  # an unknown gap id is a bug of ours: it raises
 
 
 def _raise_gap(
@@ -255,15 +283,17 @@ def _make_error(
     cls: type[SpyreLoweringError],
 ) -> SpyreLoweringError:
     catalogue = catalogue_for(release)
-    try:
-        closes_in = catalogue.first_closing(gap, release.name)
-        lasting = catalogue.gap(gap).lasting
-    except Exception:
-        closes_in, lasting = None, False
+    closes_in = catalogue.first_closing(gap, release.name)
+    lasting = catalogue.gap(gap).lasting
+    runs_from = None
+    if cls is SpyreLoweringError and op.count(".") >= 2:  # a missing kernel, not a layout rule
+        packet, _, overload = op.rpartition(".")
+        runs_from = catalogue.first_running(packet, release.name, overload)
     path = _modules.current_module_path()
+    model = _modules.outermost()
     telemetry.count_gap(gap, path)
     telemetry.count_error(gap)
-    return cls(
+    error = cls(
         op=op,
         release=release.name,
         gap=gap,
@@ -273,7 +303,11 @@ def _make_error(
         closes_in=closes_in,
         lasting=lasting,
         module_path=path,
+        runs_from=runs_from,
+        in_training=torch.is_grad_enabled() and model is not None and model.training,
     )
+    hints.provide(error, model)
+    return error
 
 
 # --- per-op facts -------------------------------------------------------------------------
@@ -561,6 +595,8 @@ def _dispatch(func: OpOverload, args: Sequence[Any], kwargs: dict[str, Any] | No
 def _run(
     func: OpOverload, info: _OpInfo, args: Sequence[Any], kwargs: dict[str, Any] | None
 ) -> Any:
+    if not settings.judge_harness and not scope.in_model_scope():
+        return _run_harness(func, info, args, kwargs)
     gen = (stack_generation(), settings.generation)
     verdict = info.verdict if info.verdict_gen == gen else None
     if verdict is None and info.shape_gen == gen:
@@ -596,6 +632,28 @@ def _run(
         finally:
             _out_kwargs.clear()
     return _execute(func, info, verdict, args, kwargs, hargs, hkwargs)
+
+
+def _run_harness(
+    func: OpOverload, info: _OpInfo, args: Sequence[Any], kwargs: dict[str, Any] | None
+) -> Any:
+    """An op of the harness: the host kernel, stored the way the device stores results, no
+    verdict (see :mod:`spyre_sim.scope`)."""
+    hargs = _unwrap(args, info, None)
+    hkwargs = _unwrap_kwargs(kwargs, info, None)
+    telemetry.count_op(info.name, HARNESS)
+    if kwargs and info.out_args:
+        for index, name in info.out_args:
+            _out_kwargs[index] = kwargs.get(name)
+        try:
+            return _finish(info, args, info.call(*hargs, **hkwargs))
+        finally:
+            _out_kwargs.clear()
+    return _finish(info, args, info.call(*hargs, **hkwargs))
+
+
+#: The decision value telemetry records for an op of the harness.
+HARNESS = "harness"
 
 
 def _execute(
@@ -716,10 +774,7 @@ def _decide(info: _OpInfo, hargs: Sequence[Any], hkwargs: dict[str, Any]) -> _Ve
             return _Verdict(Decision.UNSUPPORTED, r.gap, (r.gap, text, cls))
     found = []
     for m in miscompile.miscompiles_for(info.packet):
-        try:
-            state = release.gap_state(m.gap)
-        except Exception:
-            continue
+        state = release.gap_state(m.gap)  # an unknown gap id is a bug: it raises
         if state is GapState.MISCOMPILED or (
             decision is Decision.MISCOMPILED and rule.gap == m.gap
         ):
@@ -743,10 +798,7 @@ def _composite(info: _OpInfo) -> bool:
 
 
 def _gap_state_is(release: Release, gap: str, state: GapState) -> bool:
-    try:
-        return release.gap_state(gap) is state
-    except Exception:
-        return False
+    return release.gap_state(gap) is state
 
 
 def _generic(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:

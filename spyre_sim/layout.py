@@ -102,10 +102,9 @@ def rules() -> tuple[LayoutRule, ...]:
 
 
 def _gap_open(release: Release, gap: str) -> bool:
-    try:
-        return release.gap_open(gap)
-    except Exception:  # a user catalogue without this gap id: the rule does not apply
-        return False
+    # every release (a user one too: it extends a built-in one) knows every built-in gap id,
+    # so an unknown id is a misspelt rule: raise rather than switch the rule off
+    return release.gap_open(gap)
 
 
 def active_rules(release: Release, packet: str, layout_checks: bool) -> tuple[LayoutRule, ...]:
@@ -330,17 +329,36 @@ def _sub_stick(packet: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> s
     return None
 
 
+def _inferred(x: torch.Tensor, target: Sequence[int]) -> list[int] | None:
+    """``target`` with a ``-1`` resolved as ``view`` resolves it (None if it cannot be)."""
+    sizes = [int(v) for v in target]
+    if sizes.count(-1) > 1:
+        return None
+    if -1 in sizes:
+        known = 1
+        for v in sizes:
+            if v != -1:
+                known *= v
+        if known == 0 or x.numel() % known:
+            return None
+        sizes[sizes.index(-1)] = x.numel() // known
+    return sizes
+
+
 def _splits_stick_dim(x: torch.Tensor, target: Sequence[int], stick: int) -> bool:
     """``x.view(target)`` keeps the leading dims and splits the last into >= 2 dims whose last
     is shorter than a stick."""
     lead = list(x.shape[:-1])
-    if len(target) <= x.dim() or list(target[: len(lead)]) != lead:
+    sizes = _inferred(x, target)
+    if sizes is None or len(sizes) <= x.dim() or sizes[: len(lead)] != lead:
         return False
-    tail = [int(v) for v in target[len(lead) :]]
+    tail = sizes[len(lead) :]
     prod = 1
     for v in tail:
         prod *= v
-    return prod == x.shape[-1] and 0 < tail[-1] < stick and tail[-1] < x.shape[-1]
+    # a split needs two real pieces: [4] -> [4, 1] only adds a unit dim (an unsqueeze)
+    pieces = sum(v > 1 for v in tail)
+    return prod == x.shape[-1] and 0 < tail[-1] < stick and tail[-1] < x.shape[-1] and pieces >= 2
 
 
 @layout_rule(
