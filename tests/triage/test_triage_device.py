@@ -205,14 +205,12 @@ def test_sweep_cli_slice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
             "-j",
             "2",
             "--no-progress",
-            "--json",
-            str(tmp_path / "s.json"),
-            "--html",
-            str(tmp_path / "s.html"),
+            "--out",
+            str(tmp_path),
         ]
     )
     assert code == 0
-    document = json.loads((tmp_path / "s.json").read_text())
+    document = json.loads((tmp_path / "sweep.json").read_text())
     assert document["families"] == ["gpt2", "vit"]
     assert len(document["results"]) == 4
     assert all(r["category"] in {c.value for c in Category} for r in document["results"])
