@@ -188,7 +188,10 @@ def _imports(source: Path, package: str) -> set[str]:
                 anchor = ".".join(parts[: len(parts) - node.level + 1])
                 base = f"{anchor}.{base}" if base else anchor
             candidates = [f"{base}.{alias.name}" for alias in node.names]
-            names.update(c for c in candidates if _source_of(c) is not None)
+            # only the own package's candidates: find_spec imports a candidate's parents
+            # (``from transformers.x import y`` would import Transformers)
+            own = [c for c in candidates if c.partition(".")[0] == package.partition(".")[0]]
+            names.update(c for c in own if _source_of(c) is not None)
             names.add(base)
     return names
 
