@@ -17,7 +17,7 @@ from spyre_adapters.sweep import SweepReport
 from spyre_adapters.triage import Category, TriageResult
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECK = ROOT / "tools" / "check_sweep_page.py"
+CHECK = ROOT / ".ci" / "check_sweep_page.py"
 #: WCAG 2 AA, normal text.
 AA = 4.5
 
@@ -81,7 +81,7 @@ def _chromium() -> str | None:
 @pytest.mark.skipif(
     _chromium() is None,
     reason="headless Chromium not installed (apt-get install -y chromium); "
-    "tools/check_sweep_page.py runs the same check on its own",
+    ".ci/check_sweep_page.py runs the same check on its own",
 )
 def test_chromium_renders_every_label_readable(tmp_path: Path) -> None:
     shot = tmp_path / "page.png"

@@ -6,8 +6,8 @@ text and background colours *the browser computed* and their WCAG 2 contrast rat
 when any is below 4.5:1 (WCAG AA for normal text). It also saves a screenshot of the page as
 shipped (no script) for a person to look at.
 
-    python tools/check_sweep_page.py                       # prints one line per label
-    python tools/check_sweep_page.py --screenshot page.png --json
+    python .ci/check_sweep_page.py                       # prints one line per label
+    python .ci/check_sweep_page.py --screenshot page.png --json
 
 Needs a Chromium binary (Debian: ``apt-get install -y chromium``; ``--chromium PATH`` or
 ``$CHROMIUM`` to choose one). Exit status: 0 every label readable, 1 some are not, 2 no
