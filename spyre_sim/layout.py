@@ -22,8 +22,11 @@ The exact shapes that trigger each layout rule (a stick is 64 elements of a 2-by
   those partial sticks. Real text: ``Unsupported stick expression``.
 - ``sub-stick-head``: (a) a ``view``/``reshape`` that splits the last (stick) dim into several
   dims whose new last dim is shorter than a stick, e.g. ``[b, s, 64] -> [b, s, 4, 16]`` (heads
-  of head_dim < 64); (b) a slice or split of the stick dim into two equal halves shorter than a
-  stick (stock rotate_half with head_dim < 128: SPYRE.md's "RoPE needs head_dim / 2 >= 64").
+  of head_dim < 64; a ``-1`` is resolved as ``view`` resolves it, and adding unit dims, as in
+  ``[4] -> [4, 1]``, is not a split); (b) a slice or split of a floating tensor's stick dim into
+  two equal halves shorter than a stick (stock rotate_half with head_dim < 128: "RoPE needs
+  head_dim / 2 >= 64"; integer index tensors cut in two are not RoPE and meet only
+  ``offset-slice``).
   Real text: ``Could not find a host dimension matching stick expr``.
 - ``offset-slice``: ``slice``/``split``/``select``/``unbind`` of the last dim at an offset
   that is not a multiple of 64. Real text: ``non-zero offset assertion in stickify``.
@@ -317,6 +320,8 @@ def _sub_stick(packet: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> s
                 f"pieces of {target[-1]} < {stick} elements (heads with head_dim < {stick})"
             )
         return None
+    if not x.is_floating_point():
+        return None  # rotary halves are float activations; index tensors meet offset-slice
     pieces = _pieces(packet, args, kwargs)
     half = last // 2
     halves = [p for p in pieces if p[1] == half]

@@ -104,17 +104,25 @@ def _pad_last(x: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def _pad_rows(w: torch.Tensor, height: int) -> torch.Tensor:
-    """``w`` [K, N] zero-padded to [height, N]."""
-    extra = height - w.shape[0]
+    """``w`` [..., K, N] zero-padded to [..., height, N]."""
+    extra = height - w.shape[-2]
     if extra <= 0:
         return w
-    return torch.cat([w, w.new_zeros((extra, *w.shape[1:]))], dim=0)
+    return torch.cat([w, w.new_zeros((*w.shape[:-2], extra, w.shape[-1]))], dim=-2)
 
 
 def padded_matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``x @ w`` for a 2-D ``w`` [K, N], with K zero-padded to whole sticks."""
+    """``x @ w`` with the reduction dim K (``x``'s last, ``w``'s second to last) zero-padded
+    to whole sticks."""
     width = stick_multiple(x.shape[-1])
     return torch.matmul(_pad_last(x, width), _pad_rows(w, width))
+
+
+def _reaches_mm(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``torch.matmul(a, b)`` folds into one 2-D matmul (``mm``), the op the
+    stick-align rule checks: one operand 2-D and the other at least 2-D. (Both batched is a
+    ``bmm``, whose partial sticks the stack pads itself.)"""
+    return (a.dim() >= 2 and b.dim() == 2) or (a.dim() == 2 and b.dim() >= 2)
 
 
 @functools.lru_cache(maxsize=256)
@@ -324,7 +332,7 @@ def _linear(mode: StickLayout, func: Any, args: tuple[Any, ...], kwargs: dict[st
 def _matmul(mode: StickLayout, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if len(args) == 2 and not kwargs and "stick-align" in mode.features:
         a, b = args
-        if _floating(a) and _floating(b) and a.dim() >= 2 and b.dim() == 2 and a.shape[-1] % STICK:
+        if _floating(a) and _floating(b) and _reaches_mm(a, b) and a.shape[-1] % STICK:
             return padded_matmul(a, b)
     return func(*args, **kwargs)
 

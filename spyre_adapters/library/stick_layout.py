@@ -75,7 +75,14 @@ class HeadLayout:
     """``head-padding`` 2.x (see the module docstring)."""
 
     def matches(self, model: nn.Module) -> bool:
-        return any(d < 2 * STICK for d in _head_dims(model))
+        # heads narrower than two sticks, by the config or by a weight narrower than that
+        # (configs name their head sizes in many ways: embed_dim / num_heads lists, ...)
+        if any(d < 2 * STICK for d in _head_dims(model)):
+            return True
+        return any(
+            param.dim() >= 2 and param.is_floating_point() and min(param.shape) < 2 * STICK
+            for param in model.parameters()
+        )
 
     def apply(self, model: nn.Module, edit: ModelEdit) -> None:
         enable(model, edit, "sub-stick-head")
