@@ -7,7 +7,6 @@ import textwrap
 import types
 from pathlib import Path
 
-import pluggy
 import pytest
 from packaging.version import Version
 
@@ -20,6 +19,7 @@ from spyre_adapters import (
     build_registry,
     hookimpl,
 )
+from spyre_adapters.errors import PluginHookError
 
 from .conftest import DATA, FakeCatalogue
 
@@ -140,8 +140,33 @@ def test_misspelt_hook_fails_loudly(catalogue: FakeCatalogue) -> None:
         raise AssertionError("never called")
 
     module.spyre_adapter_register = spyre_adapter_register  # type: ignore[attr-defined]
-    with pytest.raises(pluggy.PluginValidationError, match="spyre_adapter_register"):
+    with pytest.raises(PluginHookError) as info:
         build_registry(catalogue, entry_points=False, plugins=[module])
+    assert (info.value.plugin, info.value.hook) == ("typo_plugin", "spyre_adapter_register")
+    assert info.value.known == ["spyre_adapters_register"]
+    assert str(info.value) == (
+        "adapter plugin 'typo_plugin' failed to register: it implements "
+        "'spyre_adapter_register', which is not a hook of spyre-adapters; did you mean "
+        "'spyre_adapters_register'? (known hooks: spyre_adapters_register) (fix the plugin, or "
+        "disable it with SPYRE_ADAPTERS_DISABLE=typo_plugin)"
+    )
+
+
+def test_hook_with_arguments_the_spec_does_not_offer_names_plugin_and_hook(
+    catalogue: FakeCatalogue,
+) -> None:
+    module = types.ModuleType("argument_plugin")
+
+    @hookimpl
+    def spyre_adapters_register(reg: Registry) -> None:  # the argument is called "registry"
+        raise AssertionError("never called")
+
+    module.spyre_adapters_register = spyre_adapters_register  # type: ignore[attr-defined]
+    with pytest.raises(PluginHookError) as info:
+        build_registry(catalogue, entry_points=False, plugins=[module])
+    assert (info.value.plugin, info.value.hook) == ("argument_plugin", "spyre_adapters_register")
+    assert "'reg'" in str(info.value)
+    assert "(known hooks: spyre_adapters_register)" in str(info.value)
 
 
 def test_third_party_package_is_discovered_through_its_entry_point(
