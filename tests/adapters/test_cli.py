@@ -302,7 +302,9 @@ def test_pin_then_check(run: Run, tmp_path: Path) -> None:
     assert "gamma" in result.out
     check = run("check", "--lock", str(lock))
     assert check.code == ExitCode.OK
-    assert check.err == f"spyre-adapters: {lock} is up to date (2 release(s))\n"
+    assert check.err == f"spyre-adapters: {lock} is current (2 release(s) checked)\n"
+    assert "the lock is current: every pin matches what is installed" in check.out
+    assert "finding" not in check.out  # no empty table
 
 
 def test_pin_defaults_to_the_working_directory(
@@ -319,19 +321,57 @@ def test_check_stale_lock_exits_1(run: Run, tmp_path: Path) -> None:
     run("pin", "--stack", "2026.05", "-o", str(lock))
     newer = tmp_path / "manifests"
     shutil.copytree(DATA / "valid", newer)
-    text = (newer / "alpha" / "2.0.toml").read_text().replace('version = "2.0"', 'version = "2.1"')
-    (newer / "alpha" / "2.1.toml").write_text(text)
+    (newer / "zeta").mkdir()
+    text = (newer / "gamma" / "1.0.toml").read_text().replace('"gamma"', '"zeta"')
+    (newer / "zeta" / "1.0.toml").write_text(text.replace('["mem-pool"]', '["sin-cos"]'))
     result = run("check", "--lock", str(lock), "--format", "json", manifests=newer)
     assert result.code == ExitCode.FINDINGS
     assert result.json()["findings"] == [
         {
             "release": "2026.05",
-            "adapter": "alpha",
+            "adapter": "zeta",
             "kind": "stale",
-            "message": "the lock pins version 2.0, resolution now gives 2.1",
+            "message": "resolution now applies zeta 1.0, which the lock does not pin",
+            "failing": True,
         }
     ]
     assert "is stale" in result.err
+
+
+def test_check_reports_a_superseded_pin_without_failing_and_pin_upgrade_moves_it(
+    run: Run, tmp_path: Path
+) -> None:
+    lock = tmp_path / "x.lock"
+    run("pin", "--stack", "2026.05", "--stack", "2026.09", "-o", str(lock))
+    newer = tmp_path / "manifests"
+    shutil.copytree(DATA / "valid", newer)
+    text = (newer / "alpha" / "2.0.toml").read_text().replace('version = "2.0"', 'version = "2.1"')
+    (newer / "alpha" / "2.1.toml").write_text(text)
+    result = run("check", "--lock", str(lock), "--format", "json", manifests=newer)
+    assert result.code == ExitCode.OK, result.err
+    document = result.json()
+    assert document["passed"] is True
+    assert document["findings"] == [
+        {
+            "release": "2026.05",
+            "adapter": "alpha",
+            "kind": "superseded",
+            "message": "pinned 2.0; 2.1 supersedes it at 2026.05 (`spyre-adapters pin "
+            "--upgrade alpha` moves the pin)",
+            "failing": False,
+        }
+    ]
+    assert "1 pin has a newer version" in result.err
+    table = run("check", "--lock", str(lock), manifests=newer)
+    assert "superseded" in table.out
+
+    moved = run("pin", "--upgrade", "alpha", "-o", str(lock), manifests=newer)
+    assert moved.code == ExitCode.OK, moved.err
+    assert "alpha 2.0 -> 2.1 at 2026.05" in moved.err
+    after = run("check", "--lock", str(lock), manifests=newer)
+    assert after.code == ExitCode.OK
+    assert after.err == f"spyre-adapters: {lock} is current (2 release(s) checked)\n"
+    assert "the lock is current" in after.out
 
 
 def test_check_tampered_lock_exits_3(run: Run, tmp_path: Path) -> None:
@@ -353,7 +393,7 @@ def test_check_without_a_lock_or_with_a_broken_one(run: Run, tmp_path: Path) -> 
     assert missing.code == ExitCode.INVALID
     assert "no lock file here; create it with `spyre-adapters pin --stack R`" in missing.err
     broken = tmp_path / "broken.lock"
-    broken.write_text("schema_version = 1\nreleases = 3\n")
+    broken.write_text("schema_version = 2\nreleases = 3\n")
     result = run("check", "--lock", str(broken))
     assert result.code == ExitCode.INVALID
     assert f"{broken}: releases: expected a table of releases" in result.err

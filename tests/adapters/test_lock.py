@@ -81,20 +81,38 @@ def test_stale_when_resolution_changes(
         if manifest.name == "beta":
             manifest = dataclasses.replace(manifest, stacks=SpecifierSet(">=2026.06"))
         newer.add(manifest)
-    newer.add(dataclasses.replace(reg.get("alpha"), version=Version("2.1")))
     newer.add(dataclasses.replace(reg.get("gamma"), name="zeta", gaps=("sin-cos",)))
     findings = check_lock(lock, newer)
     assert [str(f) for f in findings] == [
-        'releases."2026.05" alpha: stale: the lock pins version 2.0, resolution now gives 2.1',
         'releases."2026.05" beta: stale: the lock pins beta 1.0, which resolution no longer applies',
         'releases."2026.05" zeta: stale: resolution now applies zeta 1.0, which the lock does '
         "not pin",
     ]
+    assert all(f.failing for f in findings)
     uninstalled = Registry(catalogue)
     uninstalled.add_all(m for m in reg.manifests() if m.name != "beta")
     assert [str(f) for f in check_lock(lock, uninstalled)] == [
-        'releases."2026.05" beta: stale: pinned version 1.0 is not installed',
+        'releases."2026.05" beta: stale: pinned version 1.0 is not installed (it was provided '
+        "by -; reinstall it, or re-pin)",
     ]
+
+
+def test_a_newer_version_supersedes_a_pin_without_failing(
+    registry: Registry, catalogue: FakeCatalogue
+) -> None:
+    lock = pin(registry, "2026.05")
+    newer = Registry(catalogue)
+    newer.add_all(registry.manifests())
+    newer.add(dataclasses.replace(registry.get("alpha"), version=Version("2.1")))
+    findings = check_lock(lock, newer)
+    assert [str(f) for f in findings] == [
+        'releases."2026.05" alpha: superseded: pinned 2.0; 2.1 supersedes it at 2026.05 '
+        "(`spyre-adapters pin --upgrade alpha` moves the pin)",
+    ]
+    assert not findings[0].failing
+    assert findings[0].newer == Version("2.1")
+    # the pinned version is still what a run under the lock applies
+    assert ("alpha", Version("2.0")) in [m.key for m in pinned_manifests(lock, newer, "2026.05")]
 
 
 def test_tampered_manifest_and_implementation(
@@ -173,7 +191,7 @@ def test_malformed_lock_reports_every_problem(tmp_path: Path) -> None:
         read_lock(path)
     assert [str(p) for p in info.value.problems] == [
         f"{path}: extra: unknown key (expected schema_version, releases)",
-        f"{path}: schema_version: expected 1, got 7",
+        f"{path}: schema_version: expected 2, got 7",
         f"{path}: releases.\"2026.05\".auto_retire: expected true or false, got 'yes'",
         f'{path}: releases."2026.05".adapters[0].implementation_sha256: expected a string, got None',
         f"{path}: releases.\"2026.05\".adapters[0].version: 'x y' is not a PEP 440 version",
@@ -184,7 +202,7 @@ def test_lock_file_is_toml_with_schema_version(registry: Registry, tmp_path: Pat
     path = tmp_path / "x.lock"
     write_lock(pin(registry, "2026.02"), path)
     text = path.read_text()
-    assert "schema_version = 1\n" in text
+    assert "schema_version = 2\n" in text
     assert '[releases."2026.02"]' in text
     assert isinstance(read_lock(path), Lock)
 
