@@ -256,9 +256,7 @@ class Lifecycle:
             return self._status(installed[-1], release, versions)
         row = self._status(chosen, release, versions)
         older = tuple(
-            m.version
-            for m in installed
-            if m.version < chosen.version and m.admits(release.version)
+            m.version for m in installed if m.version < chosen.version and m.admits(release.version)
         )
         return dataclasses.replace(row, superseded=older) if older else row
 

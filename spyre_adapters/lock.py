@@ -694,5 +694,3 @@ def write_lock(lock: Lock, path: Path | str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-

@@ -173,7 +173,11 @@ def check_waivers(waivers: Iterable[Waiver], registry: Registry) -> None:
         installed = registry.versions(waiver.adapter)
         if not installed:
             close = difflib.get_close_matches(waiver.adapter, names, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"installed: {', '.join(names) or 'none'}"
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else f"installed: {', '.join(names) or 'none'}"
+            )
             problems.append(
                 Problem(
                     where,

@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         table = TableData(
             f"Lock check of {path}",
             ["release", "adapter", "finding", "why"],
-            [[f.release, f.adapter, f.kind, f.message] for f in findings] or [["-", "-", "-", current]],
+            [[f.release, f.adapter, f.kind, f.message] for f in findings]
+            or [["-", "-", "-", current]],
             caption=checked,
             status_column=2,
         )

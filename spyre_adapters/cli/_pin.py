@@ -49,9 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "hashes and providing distributions in the lock file (other releases' tables are "
         "kept). With --upgrade NAME, move only NAME's pin to the version resolution gives now.",
     )
-    parser.add_argument(
-        "--stack", metavar="R", action="append", help="release to pin (repeatable)"
-    )
+    parser.add_argument("--stack", metavar="R", action="append", help="release to pin (repeatable)")
     parser.add_argument(
         "--upgrade",
         metavar="NAME",

@@ -34,9 +34,7 @@ def record_line(manifest: Manifest) -> str:
     return f"{manifest.name} {manifest.version} {manifest_sha256(manifest)} {implementation_sha256(manifest)}"
 
 
-def mismatches(
-    registry: Registry, record: dict[tuple[str, Version], tuple[str, str]]
-) -> list[str]:
+def mismatches(registry: Registry, record: dict[tuple[str, Version], tuple[str, str]]) -> list[str]:
     """Every way the installed built-ins differ from the record, as sentences."""
     found = []
     installed = {m.key: m for m in registry.manifests()}

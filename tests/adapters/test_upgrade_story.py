@@ -160,7 +160,16 @@ def _pip(python: Path, *args: str) -> None:
 
 
 def _build_and_install(python: Path, source: Path, wheels: Path) -> None:
-    _pip(python, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(wheels), str(source))
+    _pip(
+        python,
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-w",
+        str(wheels),
+        str(source),
+    )
     version = (source / "acme_spyre_adapters" / "__init__.py").read_text().split('"')[1]
     (wheel,) = wheels.glob(f"acme_spyre_adapters-{version}-*.whl")
     _pip(python, "install", "--no-index", "--no-deps", str(wheel))

@@ -44,8 +44,9 @@ def test_rollback_restores_the_model_exactly() -> None:
 
 def test_keeps_a_permuted_layout_where_1_0_1_returns_a_contiguous_tensor() -> None:
     # The reason 1.0.1 exists: the same values, but the permuted strides of the input.
-    stock, holder = torch.nn.Sequential(torch.nn.LayerNorm(64)), torch.nn.Sequential(
-        torch.nn.LayerNorm(64)
+    stock, holder = (
+        torch.nn.Sequential(torch.nn.LayerNorm(64)),
+        torch.nn.Sequential(torch.nn.LayerNorm(64)),
     )
     holder.load_state_dict(stock.state_dict())
     apply(adapter, holder)
