@@ -450,3 +450,69 @@ def test_colour_on_a_terminal_unless_no_color(monkeypatch: pytest.MonkeyPatch) -
     plain = _Terminal()
     make_console(plain).print(_rich(table))  # type: ignore[arg-type]
     assert not colour.search("".join(plain.parts))  # bold may stay: NO_COLOR is about colour
+
+
+def test_pin_checks_the_output_path_before_any_work(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_registry(args: object) -> None:
+        raise AssertionError("the registry was built before the output path was checked")
+
+    monkeypatch.setattr("spyre_adapters.cli._pin.registry_for", no_registry)
+    missing = tmp_path / "nonexistent" / "dir" / "x.lock"
+    result = run("pin", "--stack", "2026.05", "-o", str(missing))
+    assert result.code == ExitCode.USAGE
+    assert result.err == (
+        f"spyre-adapters: error: cannot write {missing}: the folder {missing.parent} does not "
+        "exist (create it first)\n"
+    )
+    folder = run("pin", "--stack", "2026.05", "-o", str(tmp_path))
+    assert folder.code == ExitCode.USAGE
+    assert "is a folder; name a file" in folder.err
+    nothing = run("pin")
+    assert nothing.code == ExitCode.USAGE
+    assert "pin needs --stack R (pin releases) or --upgrade NAME" in nothing.err
+    upgrade = run("pin", "--upgrade", "alpha", "-o", str(tmp_path / "none.lock"))
+    assert upgrade.code == ExitCode.USAGE
+    assert "no lock file" in upgrade.err
+
+
+def test_check_a_table_for_an_unknown_release_exits_3_naming_the_lock(
+    run: Run, tmp_path: Path
+) -> None:
+    lock = tmp_path / "x.lock"
+    run("pin", "--stack", "2026.05", "-o", str(lock))
+    lock.write_text(lock.read_text().replace('"2026.05"', '"2026.04"'))
+    result = run("check", "--lock", str(lock))
+    assert result.code == ExitCode.INVALID
+    assert f"{lock}: releases.\"2026.04\": '2026.04' is not a release of the stack catalogue" in (
+        result.err
+    )
+
+
+def test_audit_with_a_waiver_for_an_adapter_not_installed_exits_3(run: Run, tmp_path: Path) -> None:
+    waivers = tmp_path / "waivers.toml"
+    waivers.write_text(
+        'schema_version = 1\n[[waiver]]\nadapter = "omega"\nreason = "r"\nexpires = 2026-12-31\n'
+    )
+    result = run("audit", "--stack", "2026.06", "--waivers", str(waivers))
+    assert result.code == ExitCode.INVALID
+    assert f"{waivers}: waiver[0].adapter: no adapter 'omega' is installed" in result.err
+
+
+def test_list_and_show_name_superseded_versions_and_hashes(run: Run, tmp_path: Path) -> None:
+    newer = tmp_path / "manifests"
+    shutil.copytree(DATA / "valid", newer)
+    text = (newer / "beta" / "1.0.toml").read_text().replace('version = "1.0"', 'version = "1.1"')
+    (newer / "beta" / "1.1.toml").write_text(text)
+    listed = run("list", "--format", "json", manifests=newer).json()["adapters"]
+    superseded = {f"{a['name']} {a['version']}": a["superseded_at"] for a in listed}
+    assert superseded["beta 1.0"] == [r.name for r in builtin_catalogue().releases]
+    assert superseded["beta 1.1"] == []
+    table = run("list", manifests=newer).out
+    assert "every release" in table
+    shown = run("show", "beta", "--version", "1.0", "--format", "json", manifests=newer).json()
+    assert len(shown["adapter"]["manifest_sha256"]) == 64
+    assert len(shown["adapter"]["implementation_sha256"]) == 64
+    audit = run("audit", "--stack", "2026.05", manifests=newer).out
+    assert re.search(r"beta\s+│ 1\.0\s+│ superseded", audit)

@@ -15,6 +15,7 @@ from spyre_adapters import (
     Lock,
     LockError,
     Registry,
+    UnknownAdapterError,
     check_lock,
     pin,
     read_lock,
@@ -255,3 +256,110 @@ def test_implementation_hash_covers_shared_modules_of_the_package(
     assert implementation_sha256(manifest) == before
     (package / "_shared.py").write_text("FACTOR = 3\n")
     assert implementation_sha256(manifest) != before
+
+
+def test_lock_round_trips_through_the_toml_writer(registry: Registry, tmp_path: Path) -> None:
+    """Written with tomli-w, read back with tomllib: the same lock, whatever the strings hold."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    from spyre_adapters.lock import LockEntry, PinnedAdapter, dump_lock, parse_lock
+
+    odd = PinnedAdapter(
+        "alpha",
+        Version("2.0"),
+        "a" * 64,
+        "b" * 64,
+        distribution='acme "quoted"\nnewline \\ back\tslash',
+        distribution_version="1.0+local",
+    )
+    lock = pin(registry, "2026.05").with_entry(LockEntry("2026.09", False, (odd,)))
+    text = dump_lock(lock)
+    assert parse_lock(tomllib.loads(text), where="x") == dataclasses.replace(lock, source="x")
+    path = tmp_path / "x.lock"
+    write_lock(lock, path)
+    assert read_lock(path).entries == lock.entries
+
+
+def test_lock_tables_are_validated_with_file_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "bad.lock"
+    pinned = 'name = "alpha"\nversion = "2.0"\nmanifest_sha256 = "a"\nimplementation_sha256 = "b"\n'
+    path.write_text(
+        'schema_version = 2\n[releases."2026.05"]\nauto_retire = true\nretire = "soon"\n'
+        f'[[releases."2026.05".adapters]]\n{pinned}'
+        f'[[releases."2026.05".adapters]]\n{pinned}'
+        'source = "pypi"\n'
+        '[releases."2026.5"]\nadapters = []\n'
+    )
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert [str(p) for p in info.value.problems] == [
+        f'{path}: releases."2026.05".retire: unknown key (expected auto_retire, adapters)',
+        f'{path}: releases."2026.05".adapters[1].source: unknown key (expected name, version, '
+        "manifest_sha256, implementation_sha256, distribution, distribution_version)",
+        f'{path}: releases."2026.5": names the same release as releases."2026.05"; keep one table',
+    ]
+    path.write_text(
+        'schema_version = 2\n[releases."2026.05"]\n'
+        f'[[releases."2026.05".adapters]]\n{pinned}'
+        f'[[releases."2026.05".adapters]]\n{pinned}'
+    )
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert [str(p) for p in info.value.problems] == [
+        f"{path}: releases.\"2026.05\".adapters[1].name: 'alpha' is pinned twice in this release "
+        "(also at adapters[0]); a release pins one version of each adapter",
+    ]
+
+
+def test_a_schema_1_lock_asks_for_a_re_pin(tmp_path: Path) -> None:
+    path = tmp_path / "old.lock"
+    path.write_text('schema_version = 1\n[releases."2026.05"]\nadapters = []\n')
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert "written by an older spyre-adapters" in str(info.value)
+    assert "spyre-adapters pin --stack R" in str(info.value)
+
+
+def test_a_table_for_an_unknown_release_names_the_lock_file(
+    registry: Registry, tmp_path: Path
+) -> None:
+    path = tmp_path / "x.lock"
+    write_lock(pin(registry, "2026.05"), path)
+    path.write_text(path.read_text().replace('"2026.05"', '"2026.04"'))
+    with pytest.raises(LockError) as info:
+        check_lock(read_lock(path), registry)
+    (problem,) = info.value.problems
+    assert (problem.where, problem.key) == (str(path), 'releases."2026.04"')
+    assert problem.message.startswith("'2026.04' is not a release of the stack catalogue (known:")
+
+
+def test_upgrade_moves_one_pin_and_keeps_the_others(
+    registry: Registry, catalogue: FakeCatalogue
+) -> None:
+    from spyre_adapters.lock import PinMove, upgrade
+
+    lock = pin(registry, "2026.05", auto_retire=False)
+    newer = Registry(catalogue)
+    newer.add_all(registry.manifests())
+    newer.add(dataclasses.replace(registry.get("alpha"), version=Version("2.1")))
+    newer.add(dataclasses.replace(registry.get("beta"), version=Version("1.1")))
+    moved, moves = upgrade(lock, newer, "alpha")
+    assert moves == [PinMove("2026.05", "alpha", Version("2.0"), Version("2.1"))]
+    versions = {p.name: str(p.version) for p in moved.entry("2026.05").adapters}
+    assert versions == {"alpha": "2.1", "beta": "1.0", "delta": "1.0", "gamma": "1.0"}
+    assert [f.kind for f in check_lock(moved, newer)] == ["superseded"]  # beta is still behind
+    with pytest.raises(UnknownAdapterError):
+        upgrade(lock, newer, "omega")
+
+
+def test_write_lock_to_a_missing_folder_is_a_lock_error(registry: Registry, tmp_path: Path) -> None:
+    with pytest.raises(LockError) as info:
+        write_lock(pin(registry, "2026.05"), tmp_path / "missing" / "x.lock")
+    assert "the folder" in str(info.value)
+    assert "does not exist" in str(info.value)
+    assert list(tmp_path.iterdir()) == []
