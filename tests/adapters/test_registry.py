@@ -257,3 +257,34 @@ def test_an_entry_point_that_does_not_import_is_named(
         "SPYRE_ADAPTERS_DISABLE=broken)"
     )
     assert build_registry(catalogue, disable=["builtin", "broken"]).plugins == []
+
+
+def test_pytest_spyre_reports_a_misspelt_hook_as_a_usage_error(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``pytest --spyre`` the same error is a usage error naming plugin and hook, not an
+    INTERNALERROR with pluggy's traceback."""
+    site = tmp_path / "site"
+    dist = site / "typo_spyre_plugin-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (site / "typo_spyre_plugin.py").write_text(
+        "from spyre_adapters import hookimpl\n\n"
+        "@hookimpl\n"
+        "def spyre_adapter_register(registry):\n"
+        "    pass\n"
+    )
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: typo-spyre-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[spyre_adapters]\ntypo = typo_spyre_plugin\n")
+    pytester.makepyfile("def test_x():\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("SPYRE_ADAPTERS_DISABLE", "builtin")
+    result = pytester.runpytest_subprocess("--spyre")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*adapter plugin 'typo' failed to register: it implements 'spyre_adapter_register', "
+            "which is not a hook of spyre-adapters; did you mean 'spyre_adapters_register'? "
+            "(known hooks: spyre_adapters_register)*"
+        ]
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
