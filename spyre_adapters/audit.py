@@ -241,9 +241,7 @@ def audit_release(
     lifecycle = Lifecycle(registry, waivers=waivers, today=today, auto_retire=auto_retire)
     release = lifecycle.release(stack if stack is not None else lifecycle.catalogue.releases[-1])
     rows = tuple(lifecycle.status_at(release))
-    superseded = tuple(
-        row for row in lifecycle.versions_at(release) if row.status is Status.SUPERSEDED
-    )
+    superseded = tuple(old for row in rows for old in lifecycle.superseded_rows(row, release))
     return AuditReport(
         release=release.name,
         rows=rows,

@@ -270,22 +270,37 @@ class Lifecycle:
         rows: list[AdapterStatus] = []
         for name in self.registry.names():
             resolved = self._row(name, release)
-            versions = resolved.versions
+            superseded = {row.version: row for row in self.superseded_rows(resolved, release)}
             for manifest in self.registry.versions(name):
                 if manifest.version == resolved.version:
                     rows.append(resolved)
-                elif manifest.version in resolved.superseded:
-                    own = self._status(manifest, release, versions)
-                    rows.append(
-                        dataclasses.replace(
-                            own,
-                            status=Status.SUPERSEDED,
-                            reason=f"{resolved.manifest.label} supersedes it at {release.name}",
-                            waiver=None,
-                        )
-                    )
+                elif manifest.version in superseded:
+                    rows.append(superseded[manifest.version])
                 else:
-                    rows.append(self._status(manifest, release, versions))
+                    rows.append(self._status(manifest, release, resolved.versions))
+        return rows
+
+    def superseded_rows(
+        self, resolved: AdapterStatus, stack: str | os.PathLike[str] | ReleaseLike
+    ) -> list[AdapterStatus]:
+        """The ``superseded`` rows of the older versions that ``resolved`` (a row of
+        :meth:`status_at` at ``stack``) covers there, oldest first."""
+        if not resolved.superseded:
+            return []
+        release = self.release(stack)
+        rows = []
+        for version in resolved.superseded:
+            own = self._status(
+                self.registry.get(resolved.name, version), release, resolved.versions
+            )
+            rows.append(
+                dataclasses.replace(
+                    own,
+                    status=Status.SUPERSEDED,
+                    reason=f"{resolved.manifest.label} supersedes it at {release.name}",
+                    waiver=None,
+                )
+            )
         return rows
 
     def resolve(self, stack: str | os.PathLike[str] | ReleaseLike | None) -> list[Manifest]:

@@ -309,3 +309,11 @@ def test_audit_lists_superseded_versions_and_they_never_fail_the_gate(
     assert (beta["version"], beta["superseded"]) == ("1.1", ["1.0"])
     assert document["counts"]["superseded"] == 1
     assert not any(f["adapter"] == "beta" for f in document["findings"])
+    # a release of the user's own (not in the catalogue) works the same
+    from .conftest import FakeRelease
+
+    whatif = FakeRelease("2026.11", frozenset({"stick-align"}))
+    report = audit_release(registry, whatif, today=today)
+    assert [(r.name, str(r.version), r.status) for r in report.superseded] == [
+        ("beta", "1.0", Status.SUPERSEDED)
+    ]
