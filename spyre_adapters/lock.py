@@ -94,6 +94,7 @@ __all__ = [
     "implementation_sha256",
     "implementation_sources",
     "manifest_sha256",
+    "old_schema_releases",
     "parse_lock",
     "pin",
     "pinned_manifests",
@@ -486,6 +487,19 @@ def read_lock(path: Path | str) -> Lock:
     return parse_lock(data, where=where)
 
 
+def old_schema_releases(path: Path | str) -> list[str] | None:
+    """The release tables of a schema 1 lock at ``path`` (which ``pin`` replaces), or ``None``
+    when ``path`` is not a readable schema 1 lock."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    if data.get("schema_version") != 1:
+        return None
+    releases = data.get("releases")
+    return sorted(releases) if isinstance(releases, dict) else []
+
+
 def parse_lock(data: Mapping[str, Any], *, where: str) -> Lock:
     """Validate a parsed lock document: every problem (unknown keys, wrong types, an adapter
     pinned twice in one release, two tables naming the same release) in one :class:`LockError`."""
@@ -500,7 +514,8 @@ def parse_lock(data: Mapping[str, Any], *, where: str) -> Lock:
                 where,
                 "schema_version",
                 "this lock was written by an older spyre-adapters (schema 1, whose hashes cover "
-                "other files); re-pin it with `spyre-adapters pin --stack R` for each release",
+                "other files); re-pin it: `spyre-adapters pin --stack R [--stack R2 ...]` "
+                "replaces it",
             )
         )
     elif schema != LOCK_SCHEMA_VERSION:

@@ -31,6 +31,7 @@ from spyre_adapters.lock import (
     DEFAULT_LOCK_FILE,
     Lock,
     PinMove,
+    old_schema_releases,
     pin,
     read_lock,
     unwritable,
@@ -95,7 +96,16 @@ def run(args: argparse.Namespace) -> int:
         diagnose(f"error: no lock file {path} to upgrade; pin releases first with --stack R")
         return ExitCode.USAGE
     registry = registry_for(args)
-    lock = read_lock(path) if path.exists() else Lock(source=str(path))
+    old = old_schema_releases(path) if path.exists() and not args.upgrade else None
+    if old is not None:
+        dropped = ", ".join(old) or "none"
+        diagnose(
+            f"replacing {path}, a lock of an older spyre-adapters (schema 1; its tables: "
+            f"{dropped}); only the releases pinned now are in the new one"
+        )
+        lock = Lock(source=str(path))
+    else:
+        lock = read_lock(path) if path.exists() else Lock(source=str(path))
     names: list[str] = []
     moves: list[PinMove] = []
     if args.upgrade:

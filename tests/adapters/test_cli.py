@@ -516,3 +516,16 @@ def test_list_and_show_name_superseded_versions_and_hashes(run: Run, tmp_path: P
     assert len(shown["adapter"]["implementation_sha256"]) == 64
     audit = run("audit", "--stack", "2026.05", manifests=newer).out
     assert re.search(r"beta\s+│ 1\.0\s+│ superseded", audit)
+
+
+def test_pin_replaces_a_schema_1_lock_and_check_refuses_it(run: Run, tmp_path: Path) -> None:
+    lock = tmp_path / "old.lock"
+    lock.write_text('schema_version = 1\n[releases."2026.05"]\nadapters = []\n')
+    refused = run("check", "--lock", str(lock))
+    assert refused.code == ExitCode.INVALID
+    assert "written by an older spyre-adapters" in refused.err
+    result = run("pin", "--stack", "2026.09", "-o", str(lock))
+    assert result.code == ExitCode.OK, result.err
+    assert "replacing" in result.err
+    assert "its tables: 2026.05" in result.err
+    assert run("check", "--lock", str(lock)).code == ExitCode.OK
