@@ -142,6 +142,7 @@ class AuditReport:
     def to_json(self) -> dict[str, Any]:
         """The JSON document of the module docstring."""
         findings = self.findings()
+        resolved = {row.name: str(row.version) for row in self.rows}
         return {
             "schema_version": AUDIT_SCHEMA_VERSION,
             "kind": "audit",
@@ -156,7 +157,7 @@ class AuditReport:
                 {
                     "name": row.name,
                     "version": str(row.version),
-                    "by": str(by.version) if (by := self.resolved(row.name)) else None,
+                    "by": resolved.get(row.name),
                     "reason": row.reason,
                 }
                 for row in self.superseded
