@@ -29,10 +29,9 @@ reaches every element computed from that row, where the stock op would keep it i
 Nothing of the model changes: parameters, buffers, shapes of every output, caches and the
 state dict are the stock ones; only the expression inside the forward differs.
 
-The mode is entered by a global module forward pre-hook when a module carrying the marker
-attribute (set by the adapters through their ``ModelEdit``, so ``restore`` removes it) starts a
-forward with no such forward running, and left when that module's forward ends. Submodules
-called directly (``model.model.layers[0](...)``) are covered as well as the whole model.
+The mode is a scoped mode of kind ``stick-layout`` (:mod:`spyre_adapters.library._scoped_modes`):
+entered when a forward of the adapted model (or of a submodule called directly) starts, left
+when it ends; ``restore`` removes it with the rest of the edit.
 """
 
 from __future__ import annotations
@@ -44,26 +43,23 @@ from typing import Any
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
-from torch.utils.hooks import RemovableHandle
 
 import spyre_sim
+from spyre_adapters.library._scoped_modes import enable as enable_kind
+from spyre_adapters.library._scoped_modes import enabled, register_kind
 
 __all__ = [
     "FEATURES",
-    "MARKER",
+    "KIND",
     "STICK",
     "StickLayout",
     "enable",
     "features_of",
-    "install_hooks",
     "stick_multiple",
 ]
 
 #: Elements per stick for every floating dtype the device computes in.
 STICK = 64
-
-#: The attribute a module of an adapted model carries: the frozenset of enabled features.
-MARKER = "_spyre_stick_layout"
 
 #: Features, by the gap each bridges.
 FEATURES = frozenset({"stick-align", "sub-stick-head", "offset-slice"})
@@ -76,17 +72,14 @@ def stick_multiple(size: int) -> int:
 
 def features_of(module: nn.Module) -> frozenset[str]:
     """The features enabled on ``module`` (empty when none)."""
-    value = module.__dict__.get(MARKER)
-    return value if isinstance(value, frozenset) else frozenset()
+    return frozenset(enabled(module).get(KIND, frozenset()))
 
 
 def enable(model: nn.Module, edit: Any, feature: str) -> None:
     """Enable ``feature`` on every module of ``model`` through ``edit`` (a ``ModelEdit``)."""
     if feature not in FEATURES:
         raise ValueError(f"unknown stick-layout feature {feature!r}; known: {sorted(FEATURES)}")
-    install_hooks()
-    for module in model.modules():
-        edit.set_attr(module, MARKER, features_of(module) | {feature})
+    enable_kind(model, edit, KIND, frozenset({feature}))
 
 
 # --- the rewrites -----------------------------------------------------------------------------
@@ -466,34 +459,11 @@ def _unbind(mode: StickLayout, func: Any, args: tuple[Any, ...], kwargs: dict[st
 
 # --- entering the mode -----------------------------------------------------------------------
 
-_handles_installed: list[RemovableHandle] = []
-_owner: list[nn.Module] = []  # the module whose forward entered the running mode
-_modes: list[StickLayout] = []
+KIND = "stick-layout"
 
 
-def _enter(module: nn.Module, args: Any) -> None:
-    if _owner:
-        return
-    features = module.__dict__.get(MARKER)
-    if not features:
-        return
-    mode = StickLayout(features)
-    mode.__enter__()  # type: ignore[no-untyped-call]
-    _owner.append(module)
-    _modes.append(mode)
+def _factory(features: frozenset[str]) -> StickLayout:
+    return StickLayout(features)
 
 
-def _leave(module: nn.Module, args: Any, output: Any) -> None:
-    if _owner and _owner[-1] is module:
-        _owner.pop()
-        _modes.pop().__exit__(None, None, None)  # type: ignore[no-untyped-call]
-
-
-def install_hooks() -> None:
-    """Install the global forward hooks that enter and leave the mode (idempotent)."""
-    if _handles_installed:
-        return
-    _handles_installed.append(nn.modules.module.register_module_forward_pre_hook(_enter))
-    _handles_installed.append(
-        nn.modules.module.register_module_forward_hook(_leave, always_call=True)
-    )
+register_kind(KIND, _factory)
