@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 from torch._ops import OpOverload
-from torch.utils._pytree import tree_map
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 from spyre_adapters.contract import ModelEdit
 from spyre_adapters.library._scoped_modes import enable, register_kind
@@ -106,11 +106,11 @@ def candidate(op: OpOverload, name: str) -> Impl:
     return CANDIDATES[name]
 
 
-class BridgeMode(TorchDispatchMode):
+class BridgeMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Computes the listed ops with their candidates (see the module docstring)."""
 
     def __init__(self, table: Mapping[OpOverload, Impl]) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.table = dict(table)
 
     def __torch_dispatch__(
