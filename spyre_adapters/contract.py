@@ -75,10 +75,12 @@ class ModelEdit:
     model: nn.Module
     _changes: list[_Change] = field(default_factory=list)
     touched: list[str] = field(default_factory=list)
+    _touched: set[str] = field(default_factory=set, repr=False)
 
     # -- recording -------------------------------------------------------------------------
     def _touch(self, path: str) -> None:
-        if path not in self.touched:
+        if path not in self._touched:
+            self._touched.add(path)
             self.touched.append(path)
 
     def _resolve_parent(self, path: str) -> tuple[nn.Module, str]:
@@ -107,8 +109,12 @@ class ModelEdit:
         self._touch(path)
         return old
 
-    def set_attr(self, module: nn.Module, name: str, value: Any) -> None:
-        """Set ``module.name = value`` (a plain attribute, buffer, parameter or submodule)."""
+    def set_attr(
+        self, module: nn.Module, name: str, value: Any, *, path: str | None = None
+    ) -> None:
+        """Set ``module.name = value`` (a plain attribute, buffer, parameter or submodule).
+        ``path``: the module's dotted path when the caller knows it (saves a search of the
+        model: an edit of every module is then linear in the model's size)."""
         old = module.__dict__.get(name, _MISSING)
         for store in ("_parameters", "_buffers", "_modules"):
             table = module.__dict__.get(store, {})
@@ -125,7 +131,7 @@ class ModelEdit:
             module._buffers[name] = value
         else:
             setattr(module, name, value)
-        self._touch(self.path_of(module))
+        self._touch(self.path_of(module) if path is None else path)
 
     def bind_forward(self, module: nn.Module, forward: Callable[..., Any]) -> None:
         """Make ``forward(module, *args, **kwargs)`` the forward of this one instance."""
@@ -138,6 +144,7 @@ class ModelEdit:
             change = self._changes.pop()
             _restore(change)
         self.touched.clear()
+        self._touched.clear()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.touched)

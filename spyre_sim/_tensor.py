@@ -50,6 +50,11 @@ _STORE_AS: dict[torch.dtype, torch.dtype] = {
     torch.int64: torch.int32,
 }
 _warned_dtypes: set[torch.dtype] = set()
+
+#: Attribute of a device tensor made by a cast to float32/float64: the device stores its values
+#: as DL16 (fp16), and moving it to the host gives them in the dtype cast to, so the common
+#: ``out.float().cpu()`` comparison idiom sees float32 (the DL16 values, widened exactly).
+READS_AS = "_spyre_reads_as"
 _warned_fallbacks: set[str] = set()
 
 
@@ -274,6 +279,14 @@ def _raise_gap(
     raise _make_error(release, op, gap, reason, [(t.dtype, tuple(t.shape)) for t in tensors], cls)
 
 
+def _training_step(model: torch.nn.Module | None) -> bool:
+    """A training step runs: gradients on, the model in training mode with trainable
+    parameters (a fresh module that was never put in eval mode but trains nothing is not)."""
+    if model is None or not model.training or not torch.is_grad_enabled():
+        return False
+    return any(p.requires_grad for p in model.parameters())
+
+
 def _make_error(
     release: Release,
     op: str,
@@ -304,7 +317,7 @@ def _make_error(
         lasting=lasting,
         module_path=path,
         runs_from=runs_from,
-        in_training=torch.is_grad_enabled() and model is not None and model.training,
+        in_training=_training_step(model),
     )
     hints.provide(error, model)
     return error
@@ -934,14 +947,17 @@ def _special(func: OpOverload, info: _OpInfo, args: Sequence[Any], kwargs: dict[
             h = x._host
             telemetry.count_transfer(False, _nbytes(h))
             hk = {k: v for k, v in kwargs.items() if k != "device"}
+            reads_as = getattr(x, READS_AS, None)
+            if reads_as is not None and hk.get("dtype") in (None, x.dtype):  # .cpu() names x.dtype
+                hk["dtype"] = reads_as
             return func(h, **hk)
         if type(x) is not SpyreTensor:  # host tensor with device=spyre: a transfer
             return host_to_device(x if "dtype" not in kwargs else x.to(kwargs["dtype"]))
         dtype = kwargs.get("dtype")
-        if dtype is None or dtype is x.dtype:
-            # same-dtype copy on the device
-            return _run(func, info, args, kwargs)
-        return _run(func, info, args, kwargs)
+        out = _run(func, info, args, kwargs)
+        if dtype in _FLOAT_WIDE and type(out) is SpyreTensor and out.dtype is not dtype:
+            setattr(out, READS_AS, dtype)  # stored as DL16, read back as the dtype cast to
+        return out
     if kind == "copy":
         dst, src = args[0], args[1]
         dst_dev, src_dev = type(dst) is SpyreTensor, type(src) is SpyreTensor

@@ -10,8 +10,9 @@ that computes each listed op with its chosen **candidate** and leaves every othe
 
 - ``decomposition``: the op's entry in ``torch._decomp``'s decomposition table, run eagerly;
   the ops it is made of reach the device and are judged by the release like any other;
-- ``host``: the op runs on the CPU on copies of its device inputs, and its results move back
-  to the device.
+- ``host``: the op runs on the CPU on copies of its device inputs (integer tensors widened back
+  to int64, which the device stores as int32: a value-preserving cast), and its results move
+  back to the device.
 
 Which candidate holds for an op at a release is found and validated by ``spyre-adapters
 bridge`` (:mod:`spyre_adapters.bridge`), which writes the table of a generated adapter. The
@@ -71,9 +72,11 @@ def _host(op: OpOverload, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any
         return op(*args, **kwargs)
 
     def to_host(value: Any) -> Any:
-        return (
-            value.to("cpu") if isinstance(value, torch.Tensor) and value.device == device else value
-        )
+        if not isinstance(value, torch.Tensor) or value.device != device:
+            return value
+        host = value.to("cpu")
+        # the device stores int64 as int32; host kernels such as nll_loss insist on int64
+        return host.to(torch.int64) if host.dtype is torch.int32 else host
 
     host_args, host_kwargs = tree_map(to_host, (list(args), dict(kwargs)))
     out = op(*host_args, **host_kwargs)
