@@ -294,12 +294,17 @@ def _make_error(
     reason: str,
     sig: Sequence[tuple[torch.dtype, tuple[int, ...]]],
     cls: type[SpyreLoweringError],
+    *,
+    op_rule: bool = False,
 ) -> SpyreLoweringError:
+    """The error for ``op`` refused at ``release``; ``op_rule``: the op's own catalogue rule
+    refused it (so where the op first runs at all is worth saying), not a layout or
+    capability rule."""
     catalogue = catalogue_for(release)
     closes_in = catalogue.first_closing(gap, release.name)
     lasting = catalogue.gap(gap).lasting
     runs_from = None
-    if cls is SpyreLoweringError and op.count(".") >= 2:  # a missing kernel, not a layout rule
+    if op_rule and op.count(".") >= 2:
         packet, _, overload = op.rpartition(".")
         runs_from = catalogue.first_running(packet, release.name, overload)
     path = _modules.current_module_path()
@@ -529,7 +534,7 @@ _ROUNDS_ITSELF = frozenset({"aten._to_copy.default", "aten.resize_.default"})
 class _Verdict:
     """The cached outcome of deciding one op call."""
 
-    __slots__ = ("decision", "decompose", "error", "gap", "miscompiles", "value")
+    __slots__ = ("by_op_rule", "decision", "decompose", "error", "gap", "miscompiles", "value")
 
     def __init__(
         self,
@@ -544,6 +549,7 @@ class _Verdict:
         self.error = error  # (gap, reason, class)
         self.miscompiles = miscompiles
         self.decompose = False  # run the op's CompositeImplicit decomposition instead
+        self.by_op_rule = False  # the error is the op's own rule (not a layout/capability rule)
 
 
 # --- the hot path ---------------------------------------------------------------------------
@@ -630,7 +636,8 @@ def _run(
     if verdict.error is not None:
         gap, reason, cls = verdict.error
         sig2 = [(h.dtype, tuple(h.shape)) for h in _host_tensors(hargs)]
-        raise _make_error(current_stack(), info.name, gap, reason, sig2, cls)
+        raise _make_error(current_stack(), info.name, gap, reason, sig2, cls,
+                          op_rule=verdict.decision is Decision.UNSUPPORTED and verdict.by_op_rule)  # fmt: skip
 
     if verdict.decompose:
         # a composite op that reached the device whole (e.g. under inference_mode): its
@@ -776,7 +783,9 @@ def _decide(info: _OpInfo, hargs: Sequence[Any], hkwargs: dict[str, Any]) -> _Ve
         reason = "the release has no kernel, decomposition or fallback for it"
         if rule.note:
             reason += f" ({rule.note})"
-        return _Verdict(decision, gap, (gap, reason, SpyreLoweringError))
+        verdict = _Verdict(decision, gap, (gap, reason, SpyreLoweringError))
+        verdict.by_op_rule = True
+        return verdict
     if decision is Decision.FALLBACK:
         return _Verdict(decision, rule.gap)
     for r in layout.active_rules(release, info.packet, settings.layout_checks):
