@@ -11,6 +11,12 @@ back at the end of the run, :meth:`Placement.uninstall`):
   undoes the adapters, so ``save_pretrained`` sees the stock model;
 - a ``no_spyre`` test (``enabled`` false) goes through untouched.
 
+A model that reaches the device without ``.to`` (built under ``with torch.device("spyre")``,
+moved with ``to_empty``, loaded with ``device_map="spyre"``) gets the adapters at its first
+call: ``nn.Module.__call__`` is wrapped too, and an outermost call of a module whose
+parameters are on the device, that is not (part of) a prepared model, prepares it first (on
+the host and back, as ``.to`` would have).
+
 Which adapters were applied, per model, is handed to ``on_applied`` so the run can record it on
 the current test. Moving a model that is already on the device again is a plain ``.to``.
 """
@@ -47,6 +53,10 @@ def _on_device(module: nn.Module) -> bool:
     return False
 
 
+def _wholly_on_device(module: nn.Module) -> bool:
+    return all(t.device.type == "spyre" for t in (*module.parameters(), *module.buffers()))
+
+
 class Placement:
     """The ``nn.Module.to`` / ``nn.Module.cpu`` wrappers of one run."""
 
@@ -66,8 +76,11 @@ class Placement:
             weakref.WeakKeyDictionary()
         )
         self._busy = False
+        self._depth = 0  # module calls running (through the __call__ wrapper)
+        self._members: weakref.WeakSet[nn.Module] = weakref.WeakSet()  # modules of prepared models
         self._original_to: Any = None
         self._original_cpu: Any = None
+        self._original_call: Any = None
 
     @property
     def installed(self) -> bool:
@@ -86,20 +99,35 @@ class Placement:
         def cpu(module: nn.Module) -> Any:
             return placement._to(original_to, module, ("cpu",), {})
 
+        original_call = nn.Module.__call__
+
+        def call(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+            if placement._depth == 0 and placement._arrived_unprepared(module):
+                placement._prepare_where_it_is(original_to, module)
+            placement._depth += 1
+            try:
+                return original_call(module, *args, **kwargs)
+            finally:
+                placement._depth -= 1
+
         to.__wrapped__ = original_to  # type: ignore[attr-defined]
         to.__doc__ = original_to.__doc__
         cpu.__wrapped__ = original_cpu  # type: ignore[attr-defined]
         cpu.__doc__ = original_cpu.__doc__
+        call.__wrapped__ = original_call  # type: ignore[attr-defined]
         self._original_to, self._original_cpu = original_to, original_cpu
+        self._original_call = original_call
         nn.Module.to = to  # type: ignore[method-assign,assignment]
         nn.Module.cpu = cpu  # type: ignore[method-assign,assignment]
+        nn.Module.__call__ = call  # type: ignore[method-assign]
 
     def uninstall(self) -> None:
         if not self.installed:
             return
         nn.Module.to = self._original_to  # type: ignore[method-assign]
         nn.Module.cpu = self._original_cpu  # type: ignore[method-assign]
-        self._original_to = self._original_cpu = None
+        nn.Module.__call__ = self._original_call  # type: ignore[method-assign]
+        self._original_to = self._original_cpu = self._original_call = None
         for model, reference in list(self._prepared.items()):
             if reference is not None:
                 reference.remove()
@@ -125,6 +153,7 @@ class Placement:
                     if reference is not None:
                         reference.remove()
                     raise
+                self._members.update(module.modules())
                 self._on_applied(module, applied)
                 return original(module, *args, **kwargs)
             if device.type != "spyre" and module in self._prepared:
@@ -135,5 +164,44 @@ class Placement:
                 self._restore(module)
                 return result
             return original(module, *args, **kwargs)
+        finally:
+            self._busy = False
+
+    def _arrived_unprepared(self, module: nn.Module) -> bool:
+        """A model whose first call finds it on the device without having gone through
+        ``.to``: built under ``with torch.device("spyre")``, ``to_empty(device=...)``,
+        ``from_pretrained(..., device_map="spyre")``. Cheap for the common case (a model
+        prepared by ``.to``, or one of its submodules)."""
+        if not self.enabled or self._busy:
+            return False
+        if module in self._prepared or module in self._members:
+            return False
+        if not _on_device(module) or not _wholly_on_device(module):
+            return False  # partly on the host, meta or disk (accelerate offload): left alone
+        import spyre_adapters
+
+        return spyre_adapters.prepared_release(module) is None
+
+    def _prepare_where_it_is(self, original_to: Any, module: nn.Module) -> None:
+        """Apply the adapters to a model already on the device, as ``.to`` would have: on the
+        host (adapters are written for host modules), then back to the device. The values make
+        the round trip unchanged (the device's DL16 values are fp16 values)."""
+        self._busy = True
+        try:
+            original_to(module, "cpu")
+            reference = None
+            if self._on_agreement is not None:
+                reference = CpuReference(module, self._on_agreement)
+            try:
+                applied = self._prepare(module)
+            except BaseException:
+                if reference is not None:
+                    reference.remove()
+                original_to(module, "spyre")
+                raise
+            self._prepared[module] = reference
+            self._members.update(module.modules())
+            original_to(module, "spyre")
+            self._on_applied(module, applied)
         finally:
             self._busy = False

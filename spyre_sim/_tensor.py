@@ -64,8 +64,29 @@ class SpyreTensor(torch.Tensor):
     _host: torch.Tensor
 
     @staticmethod
-    def __new__(cls, host: torch.Tensor) -> SpyreTensor:
-        return _wrap(host)
+    def __new__(cls, data: torch.Tensor, requires_grad: bool = False, **attrs: Any) -> SpyreTensor:
+        """``SpyreTensor(t)``: ``t`` on the device (a device tensor is shared, a host tensor is
+        moved). ``requires_grad`` and attributes are accepted the way ``nn.Parameter`` and
+        accelerate rebuild a parameter of the same class (``type(p)(new_value,
+        requires_grad=..., **p.__dict__)``); the device holds no gradients."""
+        t = _wrap(data._host) if type(data) is SpyreTensor else host_to_device(data)
+        for name, value in attrs.items():
+            if name != "_host":
+                setattr(t, name, value)
+        return t
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SpyreTensor:
+        """A copy with its own host storage, on the device (a copy of the stored values, not a
+        computation: no verdict)."""
+        found = memo.get(id(self))
+        if isinstance(found, SpyreTensor):
+            return found
+        copy = _wrap(self._host.clone())
+        for name, value in self.__dict__.items():
+            if name != "_host":
+                setattr(copy, name, value)
+        memo[id(self)] = copy
+        return copy
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
@@ -351,6 +372,7 @@ class _OpInfo:
         "uses_args",
         "verdict",
         "verdict_gen",
+        "wide_index",
     )
 
     def __init__(self, func: OpOverload) -> None:
@@ -409,6 +431,14 @@ class _OpInfo:
         self.verdict_gen: Any = None
         self.shape_gen: Any = None
         self.uses_args = False
+        # positions of index arguments: the device stores int64 as int32, and host kernels such
+        # as gather, scatter and index_copy_ insist on int64 indices (a value-preserving cast)
+        self.wide_index = tuple(
+            i
+            for i, a in enumerate(schema.arguments)
+            if a.name in _INDEX_ARGUMENTS
+            and str(a.type) in ("Tensor", "Optional[Tensor]", "List[Optional[Tensor]]")
+        )
 
 
 _KINDS = {
@@ -423,6 +453,25 @@ _KINDS = {
 }
 
 _INFO: dict[OpOverload, _OpInfo] = {}
+_INDEX_ARGUMENTS = frozenset({"index", "indices", "target"})
+
+
+def _widened(hargs: list[Any], positions: tuple[int, ...]) -> list[Any]:
+    """``hargs`` with int32 tensors at ``positions`` (or in lists there) widened to int64."""
+    for i in positions:
+        if i >= len(hargs):
+            continue
+        value = hargs[i]
+        if isinstance(value, torch.Tensor):
+            if value.dtype is torch.int32:
+                hargs[i] = value.to(torch.int64)
+        elif isinstance(value, (list, tuple)):
+            hargs[i] = type(value)(
+                v.to(torch.int64) if isinstance(v, torch.Tensor) and v.dtype is torch.int32 else v
+                for v in value
+            )
+    return hargs
+
 
 # Ops whose fp16 results are input values (moved, selected, negated): DL16 inputs give DL16
 # results, so rounding them again would change nothing. Skipping it is the cheapest win.
@@ -580,8 +629,12 @@ def _unwrap_list(items: Any, info: _OpInfo, sig: list[Any] | None) -> Any:
     return out if isinstance(items, list) else tuple(out)
 
 
+_HALF_MAX = float(torch.finfo(torch.float16).max)
+
+
 def _unwrap(args: Sequence[Any], info: _OpInfo, sig: list[Any] | None) -> list[Any]:
     out: list[Any] = []
+    big = False
     for x in args:
         if type(x) is SpyreTensor:
             h = x._host
@@ -598,8 +651,24 @@ def _unwrap(args: Sequence[Any], info: _OpInfo, sig: list[Any] | None) -> list[A
         elif isinstance(x, torch.device) and x.type == "spyre":
             out.append(_HOST)
         else:
+            if type(x) is float and not -_HALF_MAX <= x <= _HALF_MAX and x - x == 0.0:
+                big = True  # finite, beyond fp16's range
             out.append(x)
-    return out
+    return _saturated(out) if big and settings.numerics else out
+
+
+def _saturated(hargs: list[Any]) -> list[Any]:
+    """Scalars beyond fp16's range, for an op on fp16 storage, saturated to its largest finite
+    value. The device's DL16 saturates too (no infinity), at a wider range (about 8.6e9) than
+    the fp16 host tensors that hold DL16 values here, so a ``fill_(-1e9)`` (beam search's
+    running scores) stores -65504 instead of failing the host kernel: a documented limit of
+    the emulation."""
+    if not any(isinstance(h, torch.Tensor) and h.dtype is torch.float16 for h in hargs):
+        return hargs
+    return [
+        max(-_HALF_MAX, min(_HALF_MAX, h)) if type(h) is float and h - h == 0.0 else h
+        for h in hargs
+    ]
 
 
 def _dispatch(func: OpOverload, args: Sequence[Any], kwargs: dict[str, Any] | None) -> Any:
@@ -632,6 +701,8 @@ def _run(
         hkwargs = _unwrap_kwargs(kwargs, info, None)
         if verdict is None:
             verdict = _first_decision(info, gen, args, kwargs, hargs, hkwargs)
+    if info.wide_index:
+        hargs = _widened(hargs, info.wide_index)
 
     if verdict.error is not None:
         gap, reason, cls = verdict.error
@@ -661,15 +732,47 @@ def _run_harness(
     verdict (see :mod:`spyre_sim.scope`)."""
     hargs = _unwrap(args, info, None)
     hkwargs = _unwrap_kwargs(kwargs, info, None)
+    if info.wide_index:
+        hargs = _widened(hargs, info.wide_index)
     telemetry.count_op(info.name, HARNESS)
     if kwargs and info.out_args:
         for index, name in info.out_args:
             _out_kwargs[index] = kwargs.get(name)
         try:
-            return _finish(info, args, info.call(*hargs, **hkwargs))
+            return _finish(info, args, _host_call(info, hargs, hkwargs))
         finally:
             _out_kwargs.clear()
-    return _finish(info, args, info.call(*hargs, **hkwargs))
+    return _finish(info, args, _host_call(info, hargs, hkwargs))
+
+
+def _host_call(info: _OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
+    """A harness op on the host. The device stores fp32 as fp16, and some host kernels have no
+    half version (``linalg.cholesky``, which Transformers' embedding resize runs): those
+    compute in float32 on the host, as the harness would have on the CPU, and the result is
+    stored back as the device stores it."""
+    try:
+        return info.call(*hargs, **hkwargs)
+    except (NotImplementedError, RuntimeError) as error:
+        if info.mutated or "not implemented for 'Half'" not in str(error):
+            raise  # an in-place op must write the stored tensor itself
+
+    def wide(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.dtype is torch.float16:
+            return value.float()
+        if isinstance(value, (list, tuple)):
+            return type(value)(wide(v) for v in value)
+        return value
+
+    out = info.call(*wide(hargs), **{k: wide(v) for k, v in hkwargs.items()})
+
+    def narrow(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.dtype is torch.float32:
+            return value.half()
+        if isinstance(value, (list, tuple)):
+            return type(value)(narrow(v) for v in value)
+        return value
+
+    return narrow(out)
 
 
 #: The decision value telemetry records for an op of the harness.

@@ -7,7 +7,9 @@ marker on every module of the model naming the mode kinds and their settings, an
 forward pre-hook enters those modes when a marked module's forward starts with none of them
 running (the whole model, or a submodule called directly such as
 ``model.model.layers[0](...)``); the matching forward hook leaves them when that forward ends,
-also when it raised. ``restore`` removes the markers with the rest of the edit.
+also when it raised. The model's ``generate`` (when it has one) is bound so that a whole
+generation call runs under them, the loop's own bookkeeping included. ``restore`` removes the
+markers and that binding with the rest of the edit.
 
 A kind is registered with :func:`register_kind` and a factory that builds the mode (a
 ``TorchFunctionMode`` or a ``TorchDispatchMode``) from the settings of every adapter that
@@ -16,6 +18,8 @@ enabled it on the model. Modes are entered in kind-name order and left in revers
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
@@ -31,7 +35,7 @@ MARKER = "_spyre_scoped_modes"
 Factory = Callable[[frozenset[Any]], AbstractContextManager[Any]]
 _factories: dict[str, Factory] = {}
 _handles: list[RemovableHandle] = []
-_owner: list[nn.Module] = []  # the module whose forward entered the running modes
+_owner: list[object] = []  # the module (or generation call) that entered the running modes
 _running: list[list[AbstractContextManager[Any]]] = []
 
 
@@ -56,14 +60,10 @@ def enable(model: nn.Module, edit: Any, kind: str, settings: frozenset[Any]) -> 
         current = dict(enabled(module))
         current[kind] = current.get(kind, frozenset()) | settings
         edit.set_attr(module, MARKER, current, path=path)
+    _scoped_generate(model, edit)
 
 
-def _enter(module: nn.Module, args: Any) -> None:
-    if _owner:
-        return
-    kinds = module.__dict__.get(MARKER)
-    if not kinds:
-        return
+def _push(owner: object, kinds: Mapping[str, frozenset[Any]]) -> None:
     modes = [_factories[kind](kinds[kind]) for kind in sorted(kinds)]
     entered: list[AbstractContextManager[Any]] = []
     try:
@@ -74,15 +74,56 @@ def _enter(module: nn.Module, args: Any) -> None:
         for mode in reversed(entered):
             mode.__exit__(None, None, None)
         raise
-    _owner.append(module)
+    _owner.append(owner)
     _running.append(entered)
 
 
-def _leave(module: nn.Module, args: Any, output: Any) -> None:
-    if _owner and _owner[-1] is module:
+def _pop(owner: object) -> None:
+    if _owner and _owner[-1] is owner:
         _owner.pop()
         for mode in reversed(_running.pop()):
             mode.__exit__(None, None, None)
+
+
+def _enter(module: nn.Module, args: Any) -> None:
+    if _owner:
+        return
+    kinds = module.__dict__.get(MARKER)
+    if kinds:
+        _push(module, kinds)
+
+
+def _leave(module: nn.Module, args: Any, output: Any) -> None:
+    _pop(module)
+
+
+_GENERATING = "_spyre_scoped_generate"
+
+
+def _scoped_generate(model: nn.Module, edit: Any) -> None:
+    """Bind the model's ``generate`` so that a whole generation call runs under its modes:
+    the generation loop's own work (logits processors, stopping criteria, beam bookkeeping)
+    is the model's computation too, not only its forwards."""
+    stock = getattr(model, "generate", None)
+    if not callable(stock) or getattr(stock, _GENERATING, False):
+        return
+    fn = getattr(stock, "__func__", None)
+    if fn is None:
+        return
+
+    @functools.wraps(fn)
+    def generate(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if _owner:
+            return fn(self, *args, **kwargs)
+        token = object()
+        _push(token, self.__dict__.get(MARKER) or {})
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            _pop(token)
+
+    setattr(generate, _GENERATING, True)
+    edit.set_attr(model, "generate", types.MethodType(generate, model), path="")
 
 
 def install_hooks() -> None:

@@ -21,7 +21,9 @@ each such call in an equivalent form the device lowers, and leaves every other c
   view ``[..., h, W]`` and the offset-0 crop ``[..., :d]``, made contiguous as the stock view
   of a contiguous tensor is;
 - **cuts of the last dim** (halves below a stick; offsets inside a stick while ``offset-slice``
-  is open): ``x @ S`` with a 0/1 selection matrix ``S`` per piece.
+  is open): ``x @ S`` with a 0/1 selection matrix ``S`` per piece; an assignment to such a
+  cut (``scores[:, 1:] = -1e9`` in beam search) a ``where`` over a column mask, written back
+  into the tensor.
 
 Placement and selection matrices hold one 1 per column, so every result element is one input
 element times 1 plus exact zeros: the same value in every dtype. (A NaN in an input row
@@ -444,6 +446,36 @@ def _getitem(mode: StickLayout, func: Any, args: tuple[Any, ...], kwargs: dict[s
         cut = _last_dim_slice(x, index)
         if cut is not None and _bad_pieces(x, [cut], mode.features):
             return select_columns(x, *cut)
+    return func(*args, **kwargs)
+
+
+@functools.lru_cache(maxsize=256)
+def _host_columns(width: int, start: int, length: int) -> torch.Tensor:
+    mask = torch.zeros(width, dtype=torch.bool)
+    mask[start : start + length] = True
+    return mask
+
+
+def assign_columns(x: torch.Tensor, start: int, length: int, value: Any) -> None:
+    """``x[..., start:start + length] = value`` written without cutting the stick dim: a
+    column mask selects, in one ``where``, the new values (placed into their columns by a
+    placement matmul when ``value`` is a tensor) or the old ones, and ``x`` is overwritten."""
+    mask = _host_columns(x.shape[-1], start, length).to(x.device)
+    if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[-1] == length:
+        pairs = tuple((j, start + j) for j in range(length))
+        placed = padded_matmul(value.to(x.dtype), _matrix(length, x.shape[-1], pairs, x))
+        value = placed
+    x.copy_(torch.where(mask, value, x))
+
+
+@_handles(torch.Tensor.__setitem__)
+def _setitem(mode: StickLayout, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x, index = args[0], args[1]
+    if _floating(x) and len(args) == 3:
+        cut = _last_dim_slice(x, index)
+        if cut is not None and _bad_pieces(x, [cut], mode.features):
+            assign_columns(x, *cut, args[2])
+            return None
     return func(*args, **kwargs)
 
 

@@ -1,5 +1,7 @@
 """Released built-in versions are immutable: manifests/released.sha256 records each one's
-manifest and implementation hash, and every released version stays installed."""
+manifest and implementation hash, and every released version stays installed. A version with
+a development segment (PEP 440 ``2.0.0.dev1``) is not released yet: it is not recorded and may
+still change; releasing it means renaming it to its final version and recording it."""
 
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def mismatches(registry: Registry, record: dict[tuple[str, Version], tuple[str, 
                 f"the change in a new version with its own module ({HOW})"
             )
     for key, manifest in sorted(installed.items()):
-        if key not in record:
+        if key not in record and not manifest.version.is_devrelease:
             found.append(
                 f"{manifest.label} is not recorded as released: add the line "
                 f"'{record_line(manifest)}' to {RECORD.name}"

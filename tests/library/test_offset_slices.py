@@ -35,8 +35,8 @@ def test_runs_at_a_release_that_refuses_offset_cuts_and_keeps_the_state_dict(nam
             MODELS[name]().to("spyre")(input_ids=IDS.to("spyre"))
         model = MODELS[name]()
         spyre_adapters.prepare(model, "2026.05")
-        versions = {a.name: str(a.version) for a in spyre_adapters.applied(model)}
-        assert versions.get("fused-projection-split") == "2.0.0"
+        versions = {a.name: a.version for a in spyre_adapters.applied(model)}
+        assert versions["fused-projection-split"].major == 2
         assert list(model.state_dict()) == keys
         got = model.to("spyre")(input_ids=IDS.to("spyre")).logits.cpu().float()
     cosine = torch.nn.functional.cosine_similarity(got.flatten(), expected.flatten(), dim=0)

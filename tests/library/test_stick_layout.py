@@ -85,7 +85,14 @@ def _calls() -> list[tuple[str, Any]]:
         ("linear", lambda: torch.nn.functional.linear(_seeded(5, 37), w, bias)),
         ("matmul", lambda: _seeded(5, 37) @ w.t()),
         ("addmm", lambda: torch.addmm(bias, _seeded(5, 37), w.t())),
+        ("setitem-scalar", lambda: _assigned(_seeded(2, 2), -1e9)),
+        ("setitem-tensor", lambda: _assigned(_seeded(3, 8), _seeded(3, 4, seed=4))),
     ]
+
+
+def _assigned(x: torch.Tensor, value: Any) -> torch.Tensor:
+    x[:, x.shape[-1] // 2 :] = value
+    return x
 
 
 @pytest.mark.parametrize("stack", ["2026.05", "2026.09"])
