@@ -14,7 +14,7 @@ of model types that are ``native`` or ``adapted``, the wall time and the mean se
 The same job on several machines: pytest-xdist distributes the sweep items (same workers and
 classification):
 
-    pytest -p spyre_adapters.sweep_items --sweep-out sweep-out -n auto [--tx ssh=host//python=...]
+    pytest -p pytest_spyre.sweep_items --sweep-out sweep-out -n auto [--tx ssh=host//python=...]
 """
 
 from __future__ import annotations

@@ -176,8 +176,8 @@ class Placement:
             return False
         if module in self._prepared or module in self._members:
             return False
-        if not _on_device(module) or not _wholly_on_device(module):
-            return False  # partly on the host, meta or disk (accelerate offload): left alone
+        if not _on_device(module):
+            return False
         import spyre_adapters
 
         return spyre_adapters.prepared_release(module) is None
@@ -186,6 +186,18 @@ class Placement:
         """Apply the adapters to a model already on the device, as ``.to`` would have: on the
         host (adapters are written for host modules), then back to the device. The values make
         the round trip unchanged (the device's DL16 values are fp16 values)."""
+        if not _wholly_on_device(module):
+            # partly on the host, meta or disk (accelerate offload moves weights in at each
+            # forward): prepared where it is, without a round trip
+            self._busy = True
+            try:
+                applied = self._prepare(module)
+                self._prepared[module] = None
+                self._members.update(module.modules())
+                self._on_applied(module, applied)
+            finally:
+                self._busy = False
+            return
         self._busy = True
         try:
             original_to(module, "cpu")

@@ -3,7 +3,7 @@
 :func:`run_sweep` triages every (family, release) pair: each family runs in its own worker
 process (built once, then triaged at each release) with a time limit, ``jobs`` workers at a
 time, so a crash or a hang costs one family its row (``worker-crashed`` / ``worker-timeout``)
-and never the sweep. The same per-family work is what :mod:`spyre_adapters.sweep_items` runs as
+and never the sweep. The same per-family work is what :mod:`pytest_spyre.sweep_items` runs as
 pytest items distributed by pytest-xdist (across cores or machines); both go through
 :func:`isolated_triage` and :func:`spyre_adapters.triage.classify`.
 

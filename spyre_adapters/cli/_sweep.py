@@ -16,7 +16,7 @@ them elsewhere (``--log`` appends). Every path is checked before the first famil
 
 For sweeps across machines use the pytest items instead (same workers, same classification)::
 
-    pytest -p spyre_adapters.sweep_items --sweep-out DIR -n auto
+    pytest -p pytest_spyre.sweep_items --sweep-out DIR -n auto
 
 Exit status: 0 when the sweep ran (whatever the verdicts), 2 for usage errors (an output path
 that cannot be written included), 4 when a result file could not be written after the sweep

@@ -281,7 +281,7 @@ def test_sweep_items_check_their_directory_before_running(
 ) -> None:
     afile = tmp_path / "afile"
     afile.write_text("")
-    result = pytester.runpytest("-p", "spyre_adapters.sweep_items", "--sweep-out", str(afile))
+    result = pytester.runpytest("-p", "pytest_spyre.sweep_items", "--sweep-out", str(afile))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--sweep-out: cannot write {afile}: it exists and is not a*"])
 

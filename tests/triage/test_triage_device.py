@@ -155,7 +155,7 @@ def test_sweep_items_under_xdist(pytester: pytest.Pytester) -> None:
     out = pytester.path / "out"
     result = pytester.runpytest_subprocess(
         "-p",
-        "spyre_adapters.sweep_items",
+        "pytest_spyre.sweep_items",
         "-p",
         "no:cacheprovider",
         "-n",
