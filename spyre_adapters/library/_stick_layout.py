@@ -14,8 +14,9 @@ dtype; fp32 is stored as fp16). Three layout rules refuse ops whose shapes cut s
 :class:`StickLayout` is a ``TorchFunctionMode`` that, while a model's forward runs, computes
 each such call in an equivalent form the device lowers, and leaves every other call alone:
 
-- **matmuls**: both operands zero-padded along K to whole sticks (``cat`` with zeros). The
-  padded products are exact zeros, so the result is the stock one;
+- **matmuls**: both operands zero-padded along K to whole sticks (``pad``, or ``cat`` with
+  zeros where the release has no ``pad``); a parameter's padded copy is kept while the
+  parameter is unchanged. The padded products are exact zeros, so the result is the stock one;
 - **head views**: ``x.view(..., h, d)`` with ``d`` below a stick becomes ``x @ E`` (a 0/1
   placement matrix putting every ``d``-piece at the start of its own stick), a stick-aligned
   view ``[..., h, W]`` and the offset-0 crop ``[..., :d]``, made contiguous as the stock view
@@ -92,10 +93,26 @@ def _floating(x: Any) -> bool:
     return isinstance(x, torch.Tensor) and x.is_floating_point()
 
 
+_pad_lowers: dict[int, bool] = {}
+
+
+def _pad_op_lowers() -> bool:
+    """Whether the active release runs ``constant_pad_nd`` on the device (one op where ``cat``
+    with zeros takes two); asked once per release change."""
+    generation = spyre_sim.stack_generation()
+    known = _pad_lowers.get(generation)
+    if known is None:
+        rule = spyre_sim.current_stack().op_rule("aten.constant_pad_nd")
+        known = _pad_lowers[generation] = rule.decision.runs_on_device
+    return known
+
+
 def _pad_last(x: torch.Tensor, width: int) -> torch.Tensor:
     extra = width - x.shape[-1]
     if extra <= 0:
         return x
+    if _pad_op_lowers():
+        return torch.nn.functional.pad(x, (0, extra))
     return torch.cat([x, x.new_zeros((*x.shape[:-1], extra))], dim=-1)
 
 
