@@ -28,7 +28,13 @@ from torch import nn
 
 from spyre_adapters.contract import ModelEdit
 
-__all__ = ["FusedProjectionSplit", "ProjectionParts", "SplitProjection", "adapter"]
+__all__ = [
+    "FusedProjectionSplit",
+    "ProjectionParts",
+    "SplitProjection",
+    "adapter",
+    "adapter_1_0_1",
+]
 
 
 class ProjectionParts:
@@ -38,11 +44,18 @@ class ProjectionParts:
     ``groups`` blocks, each the concatenation of one ``1/groups`` slice of every part. Such a
     result only answers a ``view`` that splits the last dim into ``(groups, block)``, which
     yields an ordinary (``groups == 1``) result.
+
+    ``head_views`` (version 1.0.1): a head-major layout of a single head (``groups == 1``, a
+    GPT-NeoX with one attention head) also answers the ``view`` into ``(1, block)``. Version
+    1.0.0 refused it at run time.
     """
 
-    def __init__(self, parts: tuple[torch.Tensor, ...], groups: int = 1) -> None:
+    def __init__(
+        self, parts: tuple[torch.Tensor, ...], groups: int = 1, *, head_views: bool = False
+    ) -> None:
         self.parts = parts
         self.groups = groups
+        self.head_views = head_views
         self.sizes = tuple(int(p.shape[-1]) for p in parts)
 
     @property
@@ -109,7 +122,8 @@ class ProjectionParts:
         ]
         lead = list(self.parts[0].shape[:-1])
         total = sum(self.sizes)
-        if len(target) == len(lead) + 2 and target[: len(lead)] == lead and self.groups > 1:
+        heads = self.groups > 1 or self.head_views
+        if len(target) == len(lead) + 2 and target[: len(lead)] == lead and heads:
             block = target[-1]
             if target[-2] in (-1, self.groups) and block * self.groups == total:
                 return ProjectionParts(
@@ -144,15 +158,18 @@ class ProjectionParts:
 
 
 class SplitProjection(nn.Module):
-    """One ``Linear`` per part of a fused projection; forward returns :class:`ProjectionParts`."""
+    """One ``Linear`` per part of a fused projection; forward returns :class:`ProjectionParts`
+    (``head_views``: see there)."""
 
-    def __init__(self, parts: list[nn.Linear], groups: int = 1) -> None:
+    def __init__(self, parts: list[nn.Linear], groups: int = 1, head_views: bool = False) -> None:
         super().__init__()
         self.parts = nn.ModuleList(parts)
         self.groups = groups
+        self.head_views = head_views
 
     def forward(self, hidden_states: torch.Tensor) -> ProjectionParts:
-        return ProjectionParts(tuple(part(hidden_states) for part in self.parts), self.groups)
+        parts = tuple(part(hidden_states) for part in self.parts)
+        return ProjectionParts(parts, self.groups, head_views=self.head_views)
 
 
 def _weight_and_bias(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -188,7 +205,8 @@ def _out_features(module: nn.Module) -> int:
 def _part_sizes(
     name: str, module: nn.Module, parent: nn.Module, config: Any
 ) -> tuple[list[int], int] | None:
-    """``(part sizes, head groups)`` of a fused projection (groups > 1: head-major layout)."""
+    """``(part sizes, head groups)`` of a fused projection (``query_key_value``: head-major
+    layout, one group per head)."""
     if not (isinstance(module, nn.Linear) or _is_conv1d(module)):
         return None
     out = _out_features(module)
@@ -233,7 +251,13 @@ def _plan(model: nn.Module) -> list[tuple[str, tuple[list[int], int] | None]]:
 
 
 class FusedProjectionSplit:
-    """The ``fused-projection-split`` adapter (see the module docstring)."""
+    """The ``fused-projection-split`` adapter (see the module docstring).
+
+    ``head_views=False`` is version 1.0.0, ``True`` version 1.0.1 (see
+    :class:`ProjectionParts`)."""
+
+    def __init__(self, *, head_views: bool = False) -> None:
+        self.head_views = head_views
 
     def matches(self, model: nn.Module) -> bool:
         return bool(_plan(model))
@@ -252,6 +276,7 @@ class FusedProjectionSplit:
                 edit.replace_module(path, _linear(weight, bias))
                 continue
             sizes, groups = layout
+            head_major = path.rpartition(".")[2] == "query_key_value"
             # rows of each part: head-major layouts take one slice of every head block
             block = sum(sizes) // groups
             rows = torch.arange(sum(sizes)).view(groups, block)
@@ -263,7 +288,11 @@ class FusedProjectionSplit:
                 part_bias = None if bias is None else bias[index]
                 parts.append(_linear(weight[index], part_bias))
                 offset += width
-            edit.replace_module(path, SplitProjection(parts, groups))
+            views = self.head_views and head_major
+            edit.replace_module(path, SplitProjection(parts, groups, views))
 
 
 adapter = FusedProjectionSplit()
+"""Version 1.0.0."""
+adapter_1_0_1 = FusedProjectionSplit(head_views=True)
+"""Version 1.0.1: one-head GPT-NeoX views (see :class:`ProjectionParts`)."""

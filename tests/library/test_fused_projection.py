@@ -101,3 +101,29 @@ def test_head_major_parts_only_answer_the_head_view() -> None:
     assert torch.equal(q, ref_q)
     assert torch.equal(k, ref_k)
     assert torch.equal(v, ref_v)
+
+
+@pytest.mark.parametrize("model_type", ["gpt_neox", "gpt_neox_japanese"])
+def test_1_0_1_splits_a_head_major_projection_of_one_head(model_type: str) -> None:
+    """With one attention head the head-major layout has one group; 1.0.0 refused the view
+    into (1, block) at run time (found by the differential campaign)."""
+    from spyre_adapters.library.fused_projection import adapter_1_0_1
+
+    def one_head() -> torch.nn.Module:
+        return causal_lm(model_type, num_attention_heads=1, head_dim=64)
+
+    old = one_head()
+    apply(adapter, old)
+    with pytest.raises(ValueError, match="part boundaries"):
+        old(PROMPT, use_cache=False)
+    stock, adapted = one_head(), one_head()
+    apply(adapter_1_0_1, adapted)
+    assert_same_greedy(stock, adapted)
+
+
+def test_1_0_1_keeps_refusing_views_of_flat_layouts() -> None:
+    parts = ProjectionParts((torch.ones(1, 1, 4), torch.ones(1, 1, 4)), head_views=False)
+    with pytest.raises(ValueError, match="part boundaries"):
+        parts.view(1, 1, 1, 8)
+    viewed = ProjectionParts((torch.ones(1, 1, 4), torch.ones(1, 1, 4)), head_views=True)
+    assert viewed.view(1, 1, -1, 8).shape == (1, 1, 1, 8)
