@@ -40,7 +40,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,7 @@ __all__ = [
     "buildable_families",
     "candidate_families",
     "family_config",
+    "variants_for",
 ]
 
 
@@ -516,6 +517,32 @@ def family_config(
         except Exception:
             raise FamilyBuildError(model_type, "config", _one_line(first)) from first
         return config
+
+
+def variants_for(
+    model_type: str,
+    *,
+    base: SizePreset = REALISTIC,
+    variants: Sequence[SizePreset] = VARIANTS,
+) -> list[SizePreset]:
+    """The ``variants`` that build ``model_type`` differently from ``base``: another config
+    (one KV head means nothing to a family without key/value head counts) or other inputs.
+    Variants whose config does not build are left out; nothing is left when ``base`` does
+    not build."""
+    try:
+        reference = _plain_dict(family_config(model_type, preset=base))
+    except FamilyBuildError:
+        return []
+    found = []
+    for variant in variants:
+        try:
+            config = _plain_dict(family_config(model_type, preset=variant))
+        except FamilyBuildError:
+            continue
+        inputs = (variant.batch, variant.seq_len) != (base.batch, base.seq_len)
+        if config != reference or inputs:
+            found.append(variant)
+    return found
 
 
 def _assign(config: Any, overrides: Mapping[str, Any]) -> None:

@@ -29,7 +29,7 @@ from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import TableData, add_output_options, diagnose, emit
 from spyre_adapters.families import REALISTIC, TINY, FamilyBuildError, build_family
 from spyre_adapters.stacks import release_of
-from spyre_adapters.triage import TriageResult, triage
+from spyre_adapters.triage import TriageResult, build_variants, triage
 
 __all__ = ["add_parser", "run"]
 
@@ -158,8 +158,15 @@ def run(args: argparse.Namespace) -> int:
     except FamilyBuildError as exc:
         diagnose(f"error: {exc}")
         return ExitCode.FINDINGS
+    variants = build_variants(args.family, preset=preset)
     results = [
-        triage(built, cast(Any, release), registry=registry, layout_checks=args.layout_checks)
+        triage(
+            built,
+            cast(Any, release),
+            registry=registry,
+            layout_checks=args.layout_checks,
+            variants=variants,
+        )
         for release in releases
     ]
     document: dict[str, Any] = {
