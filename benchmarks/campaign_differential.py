@@ -7,9 +7,10 @@ the adapters the lifecycle resolves there, each compared with the stock model on
 (:mod:`spyre_adapters.differential`). Each case runs in an isolated worker process.
 
 Prints configurations x releases tried, the outcomes (match / raised with a gap / flagged
-miscompile / missed miscompile / silent mismatch / error), the same per adapter (runs where it
-was applied), and every run that is not acceptable, with its configuration. Exit status 1 when
-there is one.
+miscompile / precision / missed miscompile / silent mismatch / CPU mismatch / error), the same
+per adapter (runs where it was applied), every run that is not acceptable and every
+precision-only mismatch, each with its configuration. Exit status 1 when a run is not
+acceptable.
 
     python benchmarks/campaign_differential.py                       # every family, 10 configs
     python benchmarks/campaign_differential.py --configs 40 --jobs 2 --json out.json
@@ -92,17 +93,22 @@ def main(argv: list[str] | None = None) -> int:
         for label in run.adapters:
             per_adapter[label.split(" ", 1)[0]][run.outcome] += 1
     print("\nper adapter (runs where it was applied):")
-    print(f"  {'adapter':<24}" + "".join(f"{o.value:>17}" for o in Outcome))
+    print(f"  {'adapter':<24}" + "".join(f"{o.value:>16}" for o in Outcome))
     for name in sorted(by_adapter):
         counts = per_adapter.get(name, Counter())
-        print(f"  {name:<24}" + "".join(f"{counts.get(o, 0):>17}" for o in Outcome))
+        print(f"  {name:<24}" + "".join(f"{counts.get(o, 0):>16}" for o in Outcome))
 
     bad = [run for run in runs if not run.outcome.acceptable]
-    print(f"\nruns that are not acceptable: {len(bad)}")
-    for run in bad:
-        print(f"- {run.outcome.value} at {run.release}: {run.case.describe()}")
-        print(f"    {run.detail}")
-        print(f"    adapters: {', '.join(run.adapters) or 'none'}")
+    close = [run for run in runs if run.outcome is Outcome.PRECISION]
+    for title, listed in (
+        ("runs that are not acceptable", bad),
+        ("precision-only mismatches (acceptable: they match with DL16 rounding off)", close),
+    ):
+        print(f"\n{title}: {len(listed)}")
+        for run in listed:
+            print(f"- {run.outcome.value} at {run.release}: {run.case.describe()}")
+            print(f"    {run.detail}")
+            print(f"    adapters: {', '.join(run.adapters) or 'none'}")
     if args.json is not None:
         document = {
             "schema_version": 1,

@@ -13,16 +13,24 @@ from spyre_adapters.contract import ModelEdit
 
 
 class _Negated(nn.Module):
-    def __init__(self, inner: nn.Module) -> None:
+    def __init__(self, inner: nn.Module, device_only: bool) -> None:
         super().__init__()
         self.inner = inner
+        self.device_only = device_only
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return -self.inner(x)  # type: ignore[no-any-return]
+        out: torch.Tensor = self.inner(x)
+        if self.device_only and x.device.type != "spyre":
+            return out
+        return -out
 
 
 class NegatedFinalNorm:
-    """Changes the math: the final norm's output is negated (every logit flips sign)."""
+    """Changes the math: the final norm's output is negated (every logit flips sign); with
+    ``device_only``, only on the device (the CPU run of the adapted model is right)."""
+
+    def __init__(self, device_only: bool = False) -> None:
+        self.device_only = device_only
 
     def matches(self, model: nn.Module) -> bool:
         return any(path.endswith("model.norm") for path, _ in model.named_modules())
@@ -30,7 +38,7 @@ class NegatedFinalNorm:
     def apply(self, model: nn.Module, edit: ModelEdit) -> None:
         for path, module in list(model.named_modules()):
             if path.endswith("model.norm"):
-                edit.replace_module(path, _Negated(module))
+                edit.replace_module(path, _Negated(module, self.device_only))
 
 
 class _StridedKeys(TorchFunctionMode):
@@ -69,4 +77,5 @@ class StridedKeys:
 
 
 negated_final_norm = NegatedFinalNorm()
+negated_on_device = NegatedFinalNorm(device_only=True)
 strided_keys = StridedKeys()

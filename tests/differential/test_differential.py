@@ -55,6 +55,7 @@ def test_the_space_varies_what_adapters_have_got_wrong() -> None:
     assert any(v is not None for v in SPACE.partial_rotary)
     assert any(v is not None for v in SPACE.sliding_window)
     assert {True, False} <= set(SPACE.tie_embeddings)
+    assert True in SPACE.decode
 
 
 def test_simplest_case_is_multi_query_at_one_stick() -> None:
@@ -166,14 +167,27 @@ def test_a_matching_run_is_a_match(spyre: Any) -> None:
     assert run.cosine > 0.99
 
 
-def test_a_wrong_adapter_is_a_silent_mismatch(spyre: Any) -> None:
+def test_an_adapter_that_changes_the_math_is_a_cpu_mismatch(spyre: Any) -> None:
     registry = _registry_with(
         "negated-norm", "differential_fakes:negated_final_norm", ["rotate-half"]
     )
     case = _case()
+    # at 2025.12 the device raises (no embedding): the CPU check still sees the wrong math
+    for release in ("2025.12", "2026.09"):
+        run = run_case(case, build_case(case), release, registry=registry)
+        assert run.outcome is Outcome.CPU_MISMATCH, run.detail
+        assert "cosine -1.0000" in run.detail
+        assert not run.outcome.acceptable
+
+
+def test_a_wrong_answer_only_on_the_device_is_a_silent_mismatch(spyre: Any) -> None:
+    registry = _registry_with(
+        "negated-on-device", "differential_fakes:negated_on_device", ["rotate-half"]
+    )
+    case = _case()
     run = run_case(case, build_case(case), "2026.09", registry=registry)
     assert run.outcome is Outcome.SILENT_MISMATCH, run.detail
-    assert "negated-norm 0.1.0" in run.adapters
+    assert "negated-on-device 0.1.0" in run.adapters
     assert not run.outcome.acceptable
 
 
@@ -202,3 +216,42 @@ def test_a_device_error_is_raised_with_its_gap(spyre: Any) -> None:
     assert run.outcome is Outcome.RAISED
     assert run.gap is not None
     assert "is not lowered by stack 2025.12" in run.detail
+
+
+def test_a_close_call_flipped_by_dl16_rounding_is_precision(spyre: Any) -> None:
+    """Found by the campaign: GPT-Neo (unscaled attention scores) with one head of 128 flips
+    one greedy token of 58 at cosine 0.9998; with DL16 rounding off it matches."""
+    case = _case(
+        "gpt_neo",
+        heads=1,
+        kv_heads=1,
+        head_dim=128,
+        hidden=128,
+        intermediate=344,
+        vocab=250,
+        seq_len=65,
+        image_size=32,
+        patch_size=8,
+        features=Features(0.5, True, None),
+        seed=48420,
+    )
+    run = run_case(case, build_case(case), "2026.09")
+    assert run.outcome is Outcome.PRECISION, run.detail
+    assert run.cosine is not None
+    assert run.cosine >= 0.999
+    assert "matches with DL16 rounding off" in run.detail
+    assert run.outcome.acceptable
+
+
+def test_a_decode_step_reuses_the_cache_and_meets_the_pool_regression(spyre: Any) -> None:
+    """One decode step after the prefill: its logits are compared too. At 2026.08 the device
+    reproduces the memory-pool regression on the KV-cache append (no adapter bridges it):
+    flagged, not silent."""
+    case = _case(batch=2, padding="left", decode=True)
+    built = build_case(case)
+    mask = built.inputs["attention_mask"]
+    assert built.reference.shape == (int(mask.sum()) + 2, case.sizes.vocab)
+    assert run_case(case, built, "2026.09").outcome is Outcome.MATCH
+    pooled = run_case(case, built, "2026.08")
+    assert pooled.outcome is Outcome.FLAGGED, pooled.detail
+    assert pooled.miscompiles == ("mem-pool",)
