@@ -30,10 +30,10 @@ compared: padded positions are free to differ. Each run ends in one :class:`Outc
 - ``raised``: the device refused it with a lowering or layout error naming its gap;
 - ``flagged``: it ran and did not match, and the device's telemetry recorded a documented
   miscompile (the report says so) of a gap no applied adapter bridges;
-- ``precision``: it ran and did not match, nothing was recorded, but the same run with DL16
-  rounding off (plain fp16 storage) matches and the first was within cosine
-  :data:`PRECISION_COSINE`: the device's number format, one mantissa bit short of fp16, flipped
-  a close call;
+- ``precision``: it ran and did not match, nothing was recorded, it was within cosine
+  :data:`PRECISION_COSINE`, and a control shows the number format explains it: the same
+  adapted model in fp16 with no fp32 anywhere fails on the CPU too, or the device run with
+  DL16 rounding off (plain fp16 storage) matches (see :func:`run_case`);
 - ``missed``: it ran, and telemetry recorded a miscompile of a gap that an applied adapter
   says it bridges: the adapter let it through (whether or not the output still matched);
 - ``silent-mismatch``: it ran and did not match, and nothing said so. This is the failure
@@ -63,6 +63,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from torch.overrides import TorchFunctionMode
 
 from spyre_adapters.families import (
     FP16_SMALLEST_NORMAL,
@@ -482,15 +484,42 @@ class CaseRun:
 
 
 PRECISION_COSINE = 0.999
-"""A mismatch this close to the CPU (cosine) that disappears with DL16 rounding off is a
-precision limit of the device's number format, not a wrong computation."""
+"""A mismatch this close to the CPU (cosine) is judged against the precision controls (see
+:func:`run_case`) before it can be called silent."""
+
+
+class _Fp16Storage(TorchFunctionMode):
+    """Every fp32 result is stored as fp16, as the device stores it (gap ``fp32-storage``):
+    run on the CPU, a half-precision model then has no fp32 anywhere."""
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        import torch
+        from torch.utils._pytree import tree_map
+
+        out = func(*args, **(kwargs or {}))
+
+        def store(value: Any) -> Any:
+            if isinstance(value, torch.Tensor) and value.dtype is torch.float32:
+                return value.half()
+            return value
+
+        return tree_map(store, out)
 
 
 def _cpu_check(
-    built: BuiltFamily, release: str, registry: Registry
+    built: BuiltFamily, release: str, registry: Registry, *, fp16_storage: bool = False
 ) -> tuple[Comparison | None, str]:
-    """The adapted model (fp32, on the CPU) against the stock model's reference."""
+    """The adapted model on the CPU against the stock model's reference: in fp32, or with
+    ``fp16_storage`` in fp16 with no fp32 anywhere (:class:`_Fp16Storage`). ``None`` and the
+    error when the run raised."""
     import copy
+    from contextlib import nullcontext
 
     import torch
 
@@ -498,9 +527,11 @@ def _cpu_check(
     from spyre_adapters.triage import compare
 
     model = copy.deepcopy(built.model)
+    if fp16_storage:
+        model = model.half()
     try:
         prepare(model, stack=release, registry=registry)
-        with torch.no_grad():
+        with torch.no_grad(), _Fp16Storage() if fp16_storage else nullcontext():
             output = built.run(model, "cpu")
     except Exception as exc:
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -517,19 +548,36 @@ def _facts(comparison: Comparison) -> str:
     )
 
 
+def _precision_explained(built: BuiltFamily, release: str, registry: Registry) -> str:
+    """Why a close device mismatch is a precision limit (see :func:`run_case`), or ``""``."""
+    import spyre_sim
+    from spyre_adapters.triage import run_on_device
+
+    half, _ = _cpu_check(built, release, registry, fp16_storage=True)
+    if half is not None and not half.matches:
+        return f"fp16 with no fp32 anywhere fails on the CPU too ({_facts(half)})"
+    with spyre_sim.configure(numerics=False):
+        plain = run_on_device(built, release, adapters=True, registry=registry, list_all_gaps=False)
+    if plain.ok:
+        return "matches with DL16 rounding off (plain fp16 storage)"
+    return ""
+
+
 def run_case(
     case: Case, built: BuiltFamily, release: str, *, registry: Registry | None = None
 ) -> CaseRun:
     """Run ``built`` (from :func:`build_case`) at ``release`` with the adapters the lifecycle
     resolves there, compare it with the CPU and say how it ended (see the module docstring).
 
-    The adapted model is first run on the CPU in fp32: an adapter must not change what the
+    The adapted model is also run on the CPU in fp32: an adapter must not change what the
     model computes, whatever the device does (``cpu-mismatch``; this also checks adapters
     that are only applied at releases where nothing runs on the device). A device mismatch
-    that nothing reports is run again with DL16 rounding off: when that run matches and the
-    first was within :data:`PRECISION_COSINE`, it is ``precision``.
+    that nothing reports, within :data:`PRECISION_COSINE` of the CPU, is ``precision`` when
+    one of two controls explains it: the adapted model run on the CPU in fp16 with no fp32
+    anywhere fails the same comparison (the device stores fp32 as fp16: a model that computes
+    its attention scores in fp32, as GPT-Neo does, loses that on any fp16-only machine); or
+    the device run with DL16 rounding off (plain fp16 storage) matches.
     """
-    import spyre_sim
     from spyre_adapters.preparation import default_registry
     from spyre_adapters.triage import run_on_device
 
@@ -542,13 +590,14 @@ def run_case(
         first = error.message.splitlines()[0] if error.message else error.type
         return CaseRun(case, release, Outcome.ERROR, f"prepare: {first}", adapters)
     on_cpu, failure = _cpu_check(built, release, registry)
-    if on_cpu is None or not on_cpu.matches:
-        why = failure if on_cpu is None else _facts(on_cpu)
+    if on_cpu is None:
+        return CaseRun(case, release, Outcome.ERROR, f"the adapted model on the CPU: {failure}")
+    if not on_cpu.matches:
         return CaseRun(
             case,
             release,
             Outcome.CPU_MISMATCH,
-            f"the adapted model on the CPU (fp32) does not match the stock model: {why}",
+            "the adapted model on the CPU (fp32) does not match the stock model: " + _facts(on_cpu),
             adapters,
         )
     if error is not None:
@@ -578,13 +627,10 @@ def run_case(
     else:
         outcome = Outcome.SILENT_MISMATCH
         if comparison.cosine >= PRECISION_COSINE:
-            with spyre_sim.configure(numerics=False):
-                plain = run_on_device(
-                    built, release, adapters=True, registry=registry, list_all_gaps=False
-                )
-            if plain.ok:
+            explained = _precision_explained(built, release, registry)
+            if explained:
                 outcome = Outcome.PRECISION
-                facts += "; matches with DL16 rounding off (plain fp16 storage)"
+                facts += f"; {explained}"
     return CaseRun(
         case,
         release,

@@ -15,8 +15,10 @@ Every remaining ``transformers`` ``Conv1D`` (GPT-2's ``addmm`` on a flattened vi
 equivalent ``nn.Linear`` with the transposed weight.
 
 Matched structurally: a ``Conv1D``, or a ``Linear``/``Conv1D`` named ``c_attn`` (parent with
-``split_size``), ``qkv_proj`` (parent config with head counts and ``head_dim``) or
-``gate_up_proj`` (two equal halves) whose part sizes add up to its output width.
+``split_size``), ``qkv_proj`` (parent config with head counts and ``head_dim``; from 1.0.1 also
+CodeGen's, whose parent has ``mp_num`` model-parallel shards), ``query_key_value`` (GPT-NeoX's
+head-major layout) or ``gate_up_proj`` (two equal halves) whose part sizes add up to its
+output width.
 """
 
 from __future__ import annotations
@@ -203,13 +205,21 @@ def _out_features(module: nn.Module) -> int:
 
 
 def _part_sizes(
-    name: str, module: nn.Module, parent: nn.Module, config: Any
+    name: str, module: nn.Module, parent: nn.Module, config: Any, shards: bool = False
 ) -> tuple[list[int], int] | None:
     """``(part sizes, head groups)`` of a fused projection (``query_key_value``: head-major
-    layout, one group per head)."""
+    layout, one group per head; with ``shards``, CodeGen's ``qkv_proj``: one group per
+    model-parallel shard, ``mp_num`` of them)."""
     if not (isinstance(module, nn.Linear) or _is_conv1d(module)):
         return None
     out = _out_features(module)
+    shard_count = getattr(parent, "mp_num", None)
+    if shards and name == "qkv_proj" and isinstance(shard_count, int) and shard_count > 0:
+        # CodeGen: the fused output is mp_num blocks of [q_i | v_i | k_i]; 1.0.0 cuts it as
+        # [q | k | v] (below), and the forward's view into shards then fails
+        if out % (3 * shard_count):
+            return None
+        return [out // 3] * 3, shard_count
     heads = getattr(config, "num_attention_heads", None)
     head_size = getattr(parent, "head_size", None)
     if (
@@ -235,14 +245,15 @@ def _part_sizes(
     return (sizes, 1) if sizes is not None and sum(sizes) == out else None
 
 
-def _plan(model: nn.Module) -> list[tuple[str, tuple[list[int], int] | None]]:
+def _plan(model: nn.Module, shards: bool = False) -> list[tuple[str, tuple[list[int], int] | None]]:
     """``(path, (part sizes, groups))`` for fused projections, ``(path, None)`` for Conv1D."""
     config = getattr(model, "config", None)
     plan: list[tuple[str, tuple[list[int], int] | None]] = []
     for parent_path, parent in model.named_modules():
         for name, child in parent.named_children():
             path = f"{parent_path}.{name}" if parent_path else name
-            sizes = _part_sizes(name, child, parent, getattr(parent, "config", config))
+            owner = getattr(parent, "config", config)
+            sizes = _part_sizes(name, child, parent, owner, shards)
             if sizes is not None:
                 plan.append((path, sizes))
             elif _is_conv1d(child):
@@ -253,17 +264,19 @@ def _plan(model: nn.Module) -> list[tuple[str, tuple[list[int], int] | None]]:
 class FusedProjectionSplit:
     """The ``fused-projection-split`` adapter (see the module docstring).
 
-    ``head_views=False`` is version 1.0.0, ``True`` version 1.0.1 (see
-    :class:`ProjectionParts`)."""
+    ``revised=False`` is version 1.0.0. ``True`` is version 1.0.1: the head-major split of a
+    single head answers the view into that head (see :class:`ProjectionParts`), and CodeGen's
+    ``qkv_proj`` is split by model-parallel shard (1.0.0 matched it, cut it as ``[q | k | v]``
+    and failed at run time)."""
 
-    def __init__(self, *, head_views: bool = False) -> None:
-        self.head_views = head_views
+    def __init__(self, *, revised: bool = False) -> None:
+        self.revised = revised
 
     def matches(self, model: nn.Module) -> bool:
-        return bool(_plan(model))
+        return bool(_plan(model, self.revised))
 
     def apply(self, model: nn.Module, edit: ModelEdit) -> None:
-        plan = _plan(model)
+        plan = _plan(model, self.revised)
         if not plan:
             raise ValueError(
                 f"fused-projection-split does not apply to {type(model).__name__}: no Conv1D and "
@@ -288,11 +301,11 @@ class FusedProjectionSplit:
                 part_bias = None if bias is None else bias[index]
                 parts.append(_linear(weight[index], part_bias))
                 offset += width
-            views = self.head_views and head_major
+            views = self.revised and head_major
             edit.replace_module(path, SplitProjection(parts, groups, views))
 
 
 adapter = FusedProjectionSplit()
 """Version 1.0.0."""
-adapter_1_0_1 = FusedProjectionSplit(head_views=True)
-"""Version 1.0.1: one-head GPT-NeoX views (see :class:`ProjectionParts`)."""
+adapter_1_0_1 = FusedProjectionSplit(revised=True)
+"""Version 1.0.1 (see :class:`FusedProjectionSplit`)."""

@@ -127,3 +127,26 @@ def test_1_0_1_keeps_refusing_views_of_flat_layouts() -> None:
         parts.view(1, 1, 1, 8)
     viewed = ProjectionParts((torch.ones(1, 1, 4), torch.ones(1, 1, 4)), head_views=True)
     assert viewed.view(1, 1, -1, 8).shape == (1, 1, 1, 8)
+
+
+def test_1_0_1_splits_codegen_by_model_parallel_shard() -> None:
+    """CodeGen's qkv_proj holds mp_num blocks of [q_i | v_i | k_i]: 1.0.0 matched it, cut it
+    as [q | k | v] and the forward failed; 1.0.1 cuts one part per third of every shard."""
+    from spyre_adapters.library.fused_projection import adapter_1_0_1
+
+    def codegen() -> torch.nn.Module:
+        # a config that also counts key/value heads (CodeGen ignores it): 1.0.0 then matched
+        return causal_lm("codegen", num_key_value_heads=4)
+
+    old = codegen()
+    assert adapter.matches(old)
+    apply(adapter, old)
+    with pytest.raises(ValueError, match="part boundaries"):
+        old(PROMPT, use_cache=False)
+    stock, adapted = codegen(), codegen()
+    assert adapter_1_0_1.matches(causal_lm("codegen"))  # with any key/value head count
+    apply(adapter_1_0_1, adapted)
+    split = adapted.get_submodule("transformer.h.0.attn.qkv_proj")
+    assert isinstance(split, SplitProjection)
+    assert split.groups == 4
+    assert_same_greedy(stock, adapted)
