@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     close = [run for run in runs if run.outcome is Outcome.PRECISION]
     for title, listed in (
         ("runs that are not acceptable", bad),
-        ("precision-only mismatches (acceptable: they match with DL16 rounding off)", close),
+        ("precision-only mismatches (acceptable: a precision control explains each)", close),
     ):
         print(f"\n{title}: {len(listed)}")
         for run in listed:

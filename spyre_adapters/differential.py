@@ -46,9 +46,14 @@ compared: padded positions are free to differ. Each run ends in one :class:`Outc
 
 Only the first four are acceptable.
 
-A drawn configuration the family's config class rejects, or whose CPU output cannot judge an
-fp16 run, is not a run: :func:`build_case` raises
-:class:`~spyre_adapters.families.FamilyBuildError`.
+A drawn configuration the family's config class rejects, whose CPU forward fails (BERT-style
+LM heads do not decode with a cache), or whose CPU output cannot judge an fp16 run, is not a
+run: :func:`build_case` raises :class:`~spyre_adapters.families.FamilyBuildError`.
+
+Campaigns: :func:`drawn_cases` gives the same cases of a family in every process and run
+(seeded ``random.Random``), :func:`campaign` runs cases at releases, each case in an isolated
+worker process (the sweep's), and :func:`adapter_families` / :func:`applied_releases` say
+what to draw for an adapter and where it is applied.
 """
 
 from __future__ import annotations
