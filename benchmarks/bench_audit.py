@@ -56,7 +56,9 @@ def generate(root: Path, count: int, seed: int = 20261130) -> None:
             if permanent:
                 gaps = [rng.choice(lasting), *gaps[:1]]
             low = rng.choice(names)
-            stacks = rng.choice([f">={low}", f">={low},<{rng.choice(names)}", f"!={low}"])
+            later = names[names.index(low) + 1 :]  # an upper bound above the lower one
+            upper = f">={low},<{rng.choice(later)}" if later else f">={low}"
+            stacks = rng.choice([f">={low}", upper, f"!={low}"])
             lines = [
                 "schema_version = 1",
                 f'name = "{name}"',

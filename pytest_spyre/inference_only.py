@@ -1,22 +1,16 @@
-"""The device is inference-only: recognising training in a test, and stopping backward early.
+"""The device is inference-only: a real backward pass is out of scope, and stopped early.
 
-A test is reported as an inference-only skip (not as a failure) when the device error that
-stopped it is :class:`~spyre_sim.InferenceOnlyError`, or a lowering error raised under
-``torch.autograd.backward``/``grad`` (:func:`in_backward`), or a lowering error of an op only
-training dispatches (:func:`is_training_op`: losses, training-mode dropout).
-
-Stopping a backward pass on device tensors before autograd's engine starts: the device is
-inference-only. ``spyre_sim`` raises :class:`~spyre_sim.InferenceOnlyError` for
-ops that autograd's engine runs on spyre tensors, but a test should not depend on what the
-engine does with an exception raised in its worker (an abort takes the whole test process with
-it, and on old releases the seed gradient's ``ones_like`` fails first with an unrelated lowering
-error). So while a ``--spyre`` run is active, ``torch.autograd.backward`` and
-``torch.autograd.grad`` (which ``Tensor.backward`` calls) check their outputs first and raise
-:class:`InferenceOnlySkip` when any lives on the device; host tensors go through untouched.
-That is a pytest skip outcome carrying the :class:`~spyre_sim.InferenceOnlyError` message, not
-the error itself: pytest reports a skip without rendering the traceback an error gets, which
-through a model's frames costs about half a second per test (5 training tests of the example
-suite spent 2.5 s there). Test code cannot swallow it with ``except Exception`` either.
+Only a backward is out of scope: a forward that computes a loss (``labels=...``) is inference
+work like any other and is judged by the catalogue. While a ``--spyre`` run is active,
+:class:`BackwardGuard` makes ``torch.autograd.backward`` / ``torch.autograd.grad`` (which
+``Tensor.backward`` calls) and the device tensor's own ``backward`` check their outputs first
+and raise :class:`InferenceOnlySkip` when any lives on the device; host tensors go through
+untouched. That is a pytest skip outcome carrying the
+:class:`~spyre_sim.InferenceOnlyError` message, not the error itself: pytest reports a skip
+without rendering the traceback an error gets (through a model's frames about half a second
+per test), and test code cannot swallow it with a bare ``except Exception``. It also keeps
+autograd's engine from running a backward on device tensors at all (its C++ worker thread
+cannot raise an emulated device's error cleanly).
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ from _pytest.outcomes import Skipped  # pytest.skip.Exception, as a class mypy c
 
 from spyre_sim import InferenceOnlyError
 
-__all__ = ["BackwardGuard", "InferenceOnlySkip", "in_backward", "is_training_op", "skip_reason"]
+__all__ = ["BackwardGuard", "InferenceOnlySkip", "skip_reason"]
 
 
 def skip_reason(error: BaseException) -> str:
@@ -48,28 +42,6 @@ class InferenceOnlySkip(Skipped):
     def __init__(self, error: InferenceOnlyError) -> None:
         super().__init__(skip_reason(error), _use_item_location=True)
         self.error = error
-
-
-def is_training_op(op: str) -> bool:
-    """An op only training dispatches: a loss (``aten.nll_loss_forward``, ``aten.mse_loss``...;
-    an inference-only stack has no loss kernels) or dropout in training mode
-    (``aten.native_dropout``; in eval mode dropout dispatches nothing)."""
-    parts = op.split(".")
-    packet = parts[1] if len(parts) > 1 else op
-    return "loss" in packet or "dropout" in packet
-
-
-def in_backward(exc: BaseException | None) -> bool:
-    """Whether a device error was raised under ``torch.autograd.backward``/``grad``: autograd
-    runs some ops (``ones_like`` for the seed gradient) before its engine starts, so on an old
-    release the first error a backward meets is a lowering error, not ``InferenceOnlyError``."""
-    tb = exc.__traceback__ if exc is not None else None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_name in ("backward", "grad") and "autograd" in code.co_filename:
-            return True
-        tb = tb.tb_next
-    return False
 
 
 def _tensors(value: Any) -> Iterable[torch.Tensor]:
@@ -95,15 +67,22 @@ def _refuse(kind: str, outputs: Any) -> None:
 
 
 class BackwardGuard:
-    """Wraps ``torch.autograd.backward``/``grad`` between :meth:`install` and :meth:`uninstall`."""
+    """Wraps ``torch.autograd.backward``/``grad`` and the device tensor's ``backward`` between
+    :meth:`install` and :meth:`uninstall`."""
 
     def __init__(self) -> None:
-        self._saved: tuple[Any, Any] | None = None
+        self._saved: tuple[Any, Any, Any] | None = None
 
     def install(self) -> None:
         if self._saved is not None:
             return
+        from spyre_sim import SpyreTensor
+
         backward, grad = torch.autograd.backward, torch.autograd.grad
+        tensor_backward = SpyreTensor.backward
+
+        def guarded_tensor_backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+            _refuse("backward", self)
 
         def guarded_backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
             _refuse("backward", tensors)
@@ -115,12 +94,16 @@ class BackwardGuard:
 
         guarded_backward.__wrapped__ = backward  # type: ignore[attr-defined]
         guarded_grad.__wrapped__ = grad  # type: ignore[attr-defined]
-        self._saved = (backward, grad)
+        self._saved = (backward, grad, tensor_backward)
         torch.autograd.backward = guarded_backward
         torch.autograd.grad = guarded_grad
+        SpyreTensor.backward = guarded_tensor_backward  # type: ignore[method-assign]
 
     def uninstall(self) -> None:
         if self._saved is None:
             return
-        torch.autograd.backward, torch.autograd.grad = self._saved
+        from spyre_sim import SpyreTensor
+
+        torch.autograd.backward, torch.autograd.grad, tensor_backward = self._saved
+        SpyreTensor.backward = tensor_backward  # type: ignore[method-assign]
         self._saved = None

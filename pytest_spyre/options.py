@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 UnsupportedPolicy = Literal["fail", "fallback"]
+HarnessMode = Literal["host", "device"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
@@ -77,6 +78,14 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         metavar="on|off",
     ),
     OptionSpec(
+        "spyre_harness", "--spyre-harness", "spyre_harness", "SPYRE_HARNESS", "choice", "host",
+        "ops outside the model scope (building inputs, comparing, asserting): 'host' runs them "
+        "with host semantics, uncounted as gaps (default); 'device' judges them by the "
+        "catalogue like model ops",
+        choices=("host", "device"),
+        metavar="host|device",
+    ),
+    OptionSpec(
         "spyre_unsupported", "--spyre-unsupported", "spyre_unsupported", "SPYRE_UNSUPPORTED",
         "choice", "fail",
         "an op the release cannot lower: 'fail' the test naming the gap (default) or "
@@ -88,6 +97,13 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "spyre_compare", "--spyre-compare", "spyre_compare", "SPYRE_COMPARE", "switch", False,
         "also run each top-level model forward on a CPU copy of the model and record "
         "cosine / max-abs-diff / top-1 agreement",
+    ),
+    OptionSpec(
+        "spyre_expectations", "--spyre-expectations", "spyre_expectations",
+        "SPYRE_EXPECTATIONS", "text", None,
+        "expected outcomes per test and release (TOML, see pytest_spyre.expectations): an "
+        "unexpected failure or an unexpected pass fails the run",
+        metavar="FILE",
     ),
     OptionSpec(
         "spyre_report", "--spyre-report", "spyre_report", "SPYRE_REPORT", "text", None,
@@ -107,8 +123,10 @@ class SpyreOptions:
     numerics: bool = True
     layout_checks: bool = True
     unsupported: UnsupportedPolicy = "fail"
+    harness: HarnessMode = "host"
     compare: bool = False
     report: Path | None = None
+    expectations: Path | None = None
     sources: Mapping[str, str] | None = None  # dest -> where the value came from, for messages
 
     def describe(self) -> str:
@@ -116,7 +134,9 @@ class SpyreOptions:
         return (
             f"numerics {'on' if self.numerics else 'off'}, "
             f"layout checks {'on' if self.layout_checks else 'off'}, "
-            f"unsupported ops: {self.unsupported}" + (", compare with CPU" if self.compare else "")
+            f"unsupported ops: {self.unsupported}, harness ops: "
+            + ("host semantics" if self.harness == "host" else "judged like model ops")
+            + (", compare with CPU" if self.compare else "")
         )
 
 
@@ -230,10 +250,13 @@ def resolve_options(
             "write one with `spyre-adapters pin --stack R` or drop the option"
         )
     report = Path(values["spyre_report"]) if values["spyre_report"] else None
-    if report is not None and not report.parent.resolve().is_dir():
+    if report is not None:
+        _check_report_path(report, sources["spyre_report"])
+    expectations = Path(values["spyre_expectations"]) if values["spyre_expectations"] else None
+    if expectations is not None and not expectations.is_file():
         raise pytest.UsageError(
-            f"--spyre-report: the directory of {str(report)!r} (from "
-            f"{sources['spyre_report']}) does not exist; create it or choose another path"
+            f"--spyre-expectations: {str(expectations)!r} (from "
+            f"{sources['spyre_expectations']}) is not a file"
         )
     return SpyreOptions(
         enabled=True,
@@ -242,7 +265,27 @@ def resolve_options(
         numerics=values["spyre_numerics"],
         layout_checks=values["spyre_layout_checks"],
         unsupported=values["spyre_unsupported"],
+        harness=values["spyre_harness"],
         compare=values["spyre_compare"],
         report=report,
+        expectations=expectations,
         sources=sources,
     )
+
+
+def _check_report_path(report: Path, source: str) -> None:
+    """Refuse a report path that cannot be written, before any test runs."""
+    where = f"--spyre-report: {str(report)!r} (from {source})"
+    if report.is_dir():
+        raise pytest.UsageError(
+            f"{where} is a directory; give a file path, e.g. {report / 'spyre.json'}"
+        )
+    parent = report.parent.resolve()
+    if not parent.is_dir():
+        raise pytest.UsageError(
+            f"{where}: its directory {str(parent)!r} does not exist; create it or choose another path"
+        )
+    if not os.access(parent, os.W_OK) or (report.exists() and not os.access(report, os.W_OK)):
+        raise pytest.UsageError(
+            f"{where} cannot be written (permission denied); choose another path"
+        )

@@ -2,29 +2,32 @@
 
 Without ``--spyre`` (or ``SPYRE=1`` / ini ``spyre = true``) this module registers the option
 group, the ini keys and the markers, and does nothing else: it imports neither torch nor
-Transformers, patches nothing and prints nothing. Everything that acts on the device lives in
-:mod:`pytest_spyre.run` (imported only when the device is on), which registers itself as a
-second plugin object for the per-test hooks.
+Transformers, patches nothing and prints nothing. Everything that acts on the device is
+imported only when the device is on, and registered as plugin objects, one per feature:
+
+- :class:`~pytest_spyre.session.DeviceSession` (not a plugin: the device side of the run --
+  release, switches, adapters, placement, backward guard, closeness checks, hints);
+- :class:`~pytest_spyre.recorder.TestRecorder`: per-test records and failure classes;
+- :class:`~pytest_spyre.xfail_gap.XfailGapPlugin`: the ``spyre_xfail`` marker;
+- :class:`~pytest_spyre.expectations.ExpectationsPlugin`: ``--spyre-expectations FILE``;
+- :class:`~pytest_spyre.host_tests.HostTests`: ``no_spyre`` tests on the host;
+- :class:`~pytest_spyre.distributed.WorkerRecords`: records from xdist workers;
+- :class:`~pytest_spyre.reporting.Reporting`: header, terminal summary, JSON report.
 
 Order of events with ``--spyre``:
 
 1. ``pytest_load_initial_conftests`` (``tryfirst``, before any conftest is imported): options
-   are validated, ``spyre_sim`` is imported (which registers the ``spyre`` device) and the
-   Transformers test-device contract is set up (:mod:`pytest_spyre.transformers_contract`), so
-   a suite's root conftest that imports ``transformers.testing_utils`` gets
-   ``torch_device == "spyre"``.
-2. ``pytest_configure``: the stack release is selected (seen through the unsupported-op
-   policy, :mod:`pytest_spyre.policy`), settings applied, adapters resolved,
-   ``nn.Module.to``/``cpu`` hooked (:mod:`pytest_spyre.placement`), backward on device tensors
-   refused early (:mod:`pytest_spyre.inference_only`).
-3. per test: records, failure sections, markers (:mod:`pytest_spyre.run`); at the end the
-   terminal summary (:mod:`pytest_spyre.summary`) and JSON report (:mod:`pytest_spyre.report`).
-4. ``pytest_unconfigure``: all of it undone (environment, settings, stack, hooks).
+   are validated, ``spyre_sim`` is imported (which registers the ``spyre`` device), the
+   Transformers test-device contract is set up and the run's settings are exported for child
+   processes (:mod:`pytest_spyre.transformers_contract`), so a suite's root conftest that
+   imports ``transformers.testing_utils`` gets ``torch_device == "spyre"``.
+2. ``pytest_configure``: the device session starts and the feature plugins are registered.
+3. per test: the feature plugins' hooks; at the end the summary and the JSON report.
+4. ``pytest_unconfigure``: all of it undone (plugins, environment, settings, stack, hooks).
 
 ``no_spyre`` decision: such a test runs on the host. ``spyre_device`` is ``cpu``; the
-Transformers ``torch_device`` global (a module constant fixed at import) is rebound to
-``"cpu"`` in ``transformers.testing_utils`` and in the suite's loaded modules for the duration
-of the test and put back afterwards; models moved during the test get no adapters.
+Transformers ``torch_device`` global is rebound to ``"cpu"`` for the duration of the test;
+models moved during the test get no adapters.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import pytest
 from pytest_spyre.options import SpyreOptions, add_options, resolve_options
 
 if TYPE_CHECKING:
-    from pytest_spyre.run import SpyreRun
+    from pytest_spyre.session import DeviceSession
     from pytest_spyre.transformers_contract import ContractState
 
 __all__ = [
@@ -51,7 +54,8 @@ __all__ = [
 
 OPTIONS_KEY = pytest.StashKey[SpyreOptions]()
 CONTRACT_KEY: pytest.StashKey[ContractState] = pytest.StashKey()
-RUN_KEY: pytest.StashKey[SpyreRun] = pytest.StashKey()
+SESSION_KEY: pytest.StashKey[DeviceSession] = pytest.StashKey()
+PLUGINS_KEY: pytest.StashKey[list[object]] = pytest.StashKey()
 
 MARKERS = (
     "spyre_xfail(gap, strict=None): under --spyre, expected to fail while stack gap `gap` is "
@@ -81,7 +85,7 @@ def pytest_load_initial_conftests(
         return
     from pytest_spyre.transformers_contract import enter_contract
 
-    early_config.stash[CONTRACT_KEY] = enter_contract()
+    early_config.stash[CONTRACT_KEY] = enter_contract(options)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -96,22 +100,52 @@ def pytest_configure(config: pytest.Config) -> None:
     if CONTRACT_KEY not in config.stash:
         from pytest_spyre.transformers_contract import enter_contract
 
-        config.stash[CONTRACT_KEY] = enter_contract()
-    from pytest_spyre.run import SpyreRun
+        config.stash[CONTRACT_KEY] = enter_contract(options)
+    from pytest_spyre.session import DeviceSession
 
-    run = SpyreRun(config, options)
-    config.stash[RUN_KEY] = run  # before start(): unconfigure undoes a partial start
-    run.start()
-    config.pluginmanager.register(run, "spyre-run")
+    session = DeviceSession(config, options)
+    config.stash[SESSION_KEY] = session  # before start(): unconfigure undoes a partial start
+    config.stash[PLUGINS_KEY] = []
+    session.start()
+    for plugin in _feature_plugins(config, session):
+        config.pluginmanager.register(plugin, f"spyre-{type(plugin).__name__}")
+        config.stash[PLUGINS_KEY].append(plugin)
+
+
+def _feature_plugins(config: pytest.Config, session: DeviceSession) -> list[object]:
+    from pytest_spyre.distributed import WorkerRecords
+    from pytest_spyre.expectations import ExpectationsPlugin
+    from pytest_spyre.host_tests import HostTests
+    from pytest_spyre.recorder import TestRecorder
+    from pytest_spyre.reporting import Reporting
+    from pytest_spyre.xfail_gap import XfailGapPlugin
+
+    recorder = TestRecorder(session)
+    plugins: list[object] = [
+        recorder,
+        XfailGapPlugin(session.release),
+        HostTests(),
+        WorkerRecords(config, recorder.records),
+        Reporting(session, recorder.records),
+    ]
+    if session.options.expectations is not None:
+        plugins.append(ExpectationsPlugin.load(session, recorder.records))
+    return plugins
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    run = config.stash.get(RUN_KEY, None)
-    if run is not None:
-        del config.stash[RUN_KEY]
-        if config.pluginmanager.is_registered(run):
-            config.pluginmanager.unregister(run)
-        run.stop()
+    plugins: list[object] = config.stash.get(PLUGINS_KEY, [])
+    for plugin in reversed(plugins):
+        if config.pluginmanager.is_registered(plugin):
+            config.pluginmanager.unregister(plugin)
+        restore = getattr(plugin, "restore", None)
+        if callable(restore):
+            restore()
+    config.stash[PLUGINS_KEY] = []
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        del config.stash[SESSION_KEY]
+        session.stop()
     contract = config.stash.get(CONTRACT_KEY, None)
     if contract is not None:
         del config.stash[CONTRACT_KEY]
@@ -128,15 +162,15 @@ def spyre_device(request: pytest.FixtureRequest) -> Any:
     ``torch.device("cpu")`` without it or for a ``no_spyre`` test."""
     import torch
 
-    run = request.config.stash.get(RUN_KEY, None)
-    return torch.device("cpu" if run is None or _on_host(request) else "spyre")
+    session = request.config.stash.get(SESSION_KEY, None)
+    return torch.device("cpu" if session is None or _on_host(request) else "spyre")
 
 
 @pytest.fixture
 def spyre_stack(request: pytest.FixtureRequest) -> Any:
     """The active stack release (a ``spyre_sim`` ``Release``); skips the test without
     ``--spyre``."""
-    run = request.config.stash.get(RUN_KEY, None)
-    if run is None:
+    session = request.config.stash.get(SESSION_KEY, None)
+    if session is None:
         pytest.skip("spyre_stack needs --spyre (the emulated device is off)")
-    return run.release
+    return session.release

@@ -8,8 +8,7 @@ lower raises ``SpyreLoweringError`` and the test fails naming the gap.
 the real stack does for its fallbacks, and telemetry records the op under ``fallbacks`` and its
 gap under ``gaps`` — so one run shows everything a model would hit instead of stopping at the
 first gap. What stays as it is: native, decomposed and miscompiled ops; composite ops the device
-decomposes; training-only ops (losses, training dropout: the test is reported inference-only);
-and layout rules (sticks, rank, offsets), which are not about a missing kernel —
+decomposes; and layout rules (sticks, rank, offsets), which are not about a missing kernel —
 switch those off with ``--spyre-layout-checks off``.
 
 The policy is data, like the release itself: a :class:`~spyre_sim.catalogue.Release` whose
@@ -23,7 +22,6 @@ import dataclasses
 
 import torch
 
-from pytest_spyre.inference_only import is_training_op
 from spyre_sim.catalogue import UNLOWERED_GAP, Decision, OpRule, Release
 
 __all__ = ["apply_policy"]
@@ -47,8 +45,8 @@ class _FallbackRelease(Release):
 
     def op_rule(self, packet: str, overload: str = "default") -> OpRule:
         rule = super().op_rule(packet, overload)
-        if rule.decision is not Decision.UNSUPPORTED or is_training_op(packet):
-            return rule  # training ops stay unsupported: the device is inference-only
+        if rule.decision is not Decision.UNSUPPORTED:
+            return rule
         if rule.gap == UNLOWERED_GAP and _composite(packet, overload):
             return rule  # the device decomposes it into ops it may lower
         note = f"{rule.note}; " if rule.note else ""

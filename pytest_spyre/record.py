@@ -13,7 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Agreement", "Blocker", "RunTally", "TestRecord", "tally"]
+__all__ = ["FAILURE_CLASSES", "Agreement", "Blocker", "Failure", "RunTally", "TestRecord", "tally"]
+
+#: The classes a failing test can be in (see :mod:`pytest_spyre.classify`), in report order.
+FAILURE_CLASSES = ("gap", "precision", "miscompile", "adapter", "emulator", "unexplained")
 
 
 @dataclass
@@ -28,6 +31,7 @@ class Blocker:
     lasting: bool
     message: str
     bridged_by: list[str] = field(default_factory=list)  # "name version" of registered adapters
+    runs_from: str | None = None  # first release where the op runs at all (a fallback counts)
 
     def describe(self) -> str:
         where = f" in {self.module_path}" if self.module_path else ""
@@ -36,12 +40,43 @@ class Blocker:
             if self.closes_in
             else ("lasting" if self.lasting else "not closed by any known release")
         )
+        if self.runs_from and self.runs_from != self.closes_in:
+            closes = f"runs (cpu-fallback) from {self.runs_from}, {closes}"
         bridge = (
             f"; bridged by adapter {', '.join(self.bridged_by)}"
             if self.bridged_by
             else "; no registered adapter bridges it"
         )
         return f"gap `{self.gap}` ({self.op}{where}) at stack {self.release}, {closes}{bridge}"
+
+
+@dataclass
+class Failure:
+    """Why a test failed on the device, in one of :data:`FAILURE_CLASSES`.
+
+    ``detail``: one line for people. ``gap``: the gap of a ``gap`` or ``miscompile`` failure.
+    ``adapter``: "name version" of the adapter of an ``adapter`` failure. ``measured``: for a
+    ``precision`` failure, the failed closeness check (max abs/rel difference, tolerances,
+    device format)."""
+
+    cls: str
+    detail: str
+    gap: str | None = None
+    adapter: str | None = None
+    measured: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"class": self.cls, "detail": self.detail}
+        for key in ("gap", "adapter", "measured"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Failure:
+        return cls(data["class"], data["detail"], data.get("gap"), data.get("adapter"),
+                   data.get("measured"))  # fmt: skip
 
 
 @dataclass
@@ -76,6 +111,11 @@ class TestRecord:
     inference_only: bool = False
     xfail_gap: str | None = None
     gap_closed: bool = False
+    failure: Failure | None = None  # why it failed on the device (None: it did not)
+    harness_ops: int = 0  # ops of the test's own code on device tensors (host semantics)
+    subtests_failed: int = 0
+    adapter_errors: list[str] = field(default_factory=list)  # adapters that failed to prepare
+    expectation: str | None = None  # the expectations-file verdict: expected / unexpected ...
 
     def worst_agreement(self) -> Agreement | None:
         worst: Agreement | None = None
@@ -99,6 +139,11 @@ class TestRecord:
             "inference_only": self.inference_only,
             "xfail_gap": self.xfail_gap,
             "gap_closed": self.gap_closed,
+            "failure": None if self.failure is None else self.failure.to_json(),
+            "harness_ops": self.harness_ops,
+            "subtests_failed": self.subtests_failed,
+            "adapter_errors": list(self.adapter_errors),
+            "expectation": self.expectation,
         }
 
     @classmethod
@@ -118,6 +163,11 @@ class TestRecord:
             inference_only=data["inference_only"],
             xfail_gap=data["xfail_gap"],
             gap_closed=data["gap_closed"],
+            failure=None if data.get("failure") is None else Failure.from_json(data["failure"]),
+            harness_ops=int(data.get("harness_ops", 0)),
+            subtests_failed=int(data.get("subtests_failed", 0)),
+            adapter_errors=list(data.get("adapter_errors", [])),
+            expectation=data.get("expectation"),
         )
 
     def properties(self) -> list[tuple[str, str]]:
@@ -142,6 +192,8 @@ class TestRecord:
             )
         if self.xfail_gap is not None:
             props.append(("spyre_xfail_gap", self.xfail_gap))
+        if self.failure is not None:
+            props.append(("spyre_failure", f"{self.failure.cls}: {self.failure.detail}"))
         return props
 
 
@@ -161,6 +213,10 @@ class RunTally:
     inference_only: int
     gap_closed: list[str]
     worst: tuple[str, Agreement] | None
+    failures: Counter[str] = field(default_factory=Counter)  # failure class -> tests
+    harness_ops: int = 0
+    adapter_errors: Counter[str] = field(default_factory=Counter)  # "adapter: stage" -> tests
+    expectations: Counter[str] = field(default_factory=Counter)  # verdict -> tests
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,6 +233,10 @@ class RunTally:
             "worst_agreement": None
             if self.worst is None
             else {"nodeid": self.worst[0], **vars(self.worst[1])},
+            "failures": {c: self.failures[c] for c in FAILURE_CLASSES if self.failures[c]},
+            "harness_ops": self.harness_ops,
+            "adapter_errors": dict(sorted(self.adapter_errors.items())),
+            "expectations": dict(sorted(self.expectations.items())),
         }
 
 
@@ -187,6 +247,14 @@ def tally(records: Iterable[TestRecord]) -> RunTally:
     for rec in sorted(records, key=lambda r: r.nodeid):
         result.tests += 1
         result.outcomes[rec.outcome] += 1
+        if rec.subtests_failed:
+            result.outcomes["subtests failed"] += rec.subtests_failed
+        if rec.failure is not None and rec.outcome in ("failed", "error"):
+            result.failures[rec.failure.cls] += 1
+        result.harness_ops += rec.harness_ops
+        result.adapter_errors.update(set(rec.adapter_errors))
+        if rec.expectation is not None:
+            result.expectations[rec.expectation] += 1
         result.on_device += rec.on_device
         result.gaps_hit.update(set(rec.gaps) | set(rec.miscompiles))
         if rec.blocked_by is not None:

@@ -53,15 +53,18 @@ The same per-test data is attached to JUnit XML as ``record_property`` entries n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_spyre.record import TestRecord, tally
 
 if TYPE_CHECKING:
-    from pytest_spyre.run import SpyreRun
+    from pytest_spyre.session import DeviceSession
 
 __all__ = ["SCHEMA_VERSION", "build", "write"]
 
@@ -79,29 +82,31 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def build(run: SpyreRun, records: list[TestRecord]) -> dict[str, Any]:
+def build(session: DeviceSession, records: list[TestRecord]) -> dict[str, Any]:
     """The report document for a run and its (merged) per-test records."""
-    opts = run.options
+    opts = session.options
+    view = session.adapters
     ordered = sorted(records, key=lambda r: r.nodeid)
     document: dict[str, Any] = _finite(
         {
             "schema_version": SCHEMA_VERSION,
             "tool": "pytest-spyre",
             "stack": {
-                "release": run.release.name,
-                "source": "builtin" if run.builtin else str(run.release.source),
+                "release": session.release.name,
+                "source": "builtin" if session.builtin else str(session.release.source),
             },
             "lock": None if opts.lock is None else str(opts.lock),
             "settings": {
                 "numerics": opts.numerics,
                 "layout_checks": opts.layout_checks,
                 "unsupported": opts.unsupported,
+                "harness": opts.harness,
                 "compare": opts.compare,
             },
             "adapters": {
-                "registered": run.registered,
-                "resolved": sorted(run.resolved),
-                "retirable": run.retirable,
+                "registered": view.registered,
+                "resolved": sorted(view.resolved),
+                "retirable": view.retirable,
             },
             "summary": tally(ordered).to_json(),
             "tests": [r.to_json() for r in ordered],
@@ -111,4 +116,15 @@ def build(run: SpyreRun, records: list[TestRecord]) -> dict[str, Any]:
 
 
 def write(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    """Write the report atomically: a complete file or none (a temporary file beside it is
+    renamed into place)."""
+    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from pytest_spyre.record import TestRecord, tally
+from pytest_spyre.record import FAILURE_CLASSES, TestRecord, tally
 
 if TYPE_CHECKING:
-    from pytest_spyre.run import SpyreRun
+    from pytest_spyre.session import DeviceSession
 
 __all__ = ["write"]
 
@@ -34,14 +34,19 @@ def _order(item: tuple[str, int]) -> tuple[int, str]:
     return (-item[1], item[0])
 
 
-def write(terminal: Any, run: SpyreRun, records: list[TestRecord]) -> None:
+def write(terminal: Any, session: DeviceSession, records: list[TestRecord]) -> None:
     total = tally(records)
-    release = run.release.name
+    release = session.release.name
     terminal.write_sep("=", f"spyre summary: stack {release}")
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(total.outcomes.items(), key=_order))
     terminal.write_line(
         f"tests: {total.tests} ({total.on_device} on the device){': ' + outcomes if outcomes else ''}"
     )
+    if total.failures:
+        classes = ", ".join(
+            f"{c} {total.failures[c]}" for c in FAILURE_CLASSES if total.failures[c]
+        )
+        terminal.write_line(f"failures by class: {classes}")
     terminal.write_line(f"gaps hit: {_per_tests(total.gaps_hit)}")
     if total.blocked:
         terminal.write_line(f"blocked by: {_per_tests(total.blocked)}")
@@ -52,21 +57,39 @@ def write(terminal: Any, run: SpyreRun, records: list[TestRecord]) -> None:
     terminal.write_line(f"fallbacks: {_listing(fallbacks)}")
     terminal.write_line(f"miscompiles: {_per_tests(total.miscompiles)}")
     terminal.write_line(f"adapters applied: {_per_tests(total.adapters)}")
-    retirable = [
-        f"{a['name']} {a['version']}" + (" (auto-retired)" if a["status"] == "retired" else "")
-        for a in run.retirable
-    ]
-    line = f"adapters retirable at {release}: {_listing(retirable)}"
+    if total.adapter_errors:
+        terminal.write_line(f"adapters that failed to prepare: {_per_tests(total.adapter_errors)}")
+    view = session.adapters
+    retired = [f"{a['name']} {a['version']}" for a in view.retirable if a["status"] == "retired"]
+    retirable = [f"{a['name']} {a['version']}" for a in view.retirable if a["status"] != "retired"]
+    if retired:
+        terminal.write_line(
+            f"adapters retired at {release} (every gap closed; not applied): {_listing(retired)}"
+        )
     if retirable:
-        line += f" -- see `spyre-adapters audit --stack {release}`"
-    terminal.write_line(line)
+        terminal.write_line(
+            f"adapters retirable at {release} (every gap closed, still applied): "
+            f"{_listing(retirable)}"
+        )
+    if retired or retirable:
+        terminal.write_line(f"  see `spyre-adapters audit --stack {release}`")
+    terminal.write_line(
+        f"harness ops: {total.harness_ops} (the tests' own work on device tensors, "
+        + ("host semantics, not judged" if session.options.harness == "host"
+           else "judged like model ops")
+        + ")"
+    )  # fmt: skip
     if total.inference_only:
         terminal.write_line(
             f"inference-only: {_tests(total.inference_only)} skipped (backward on the device)"
         )
     for nodeid in total.gap_closed:
         terminal.write_line(f"gap closed, remove spyre_xfail marker: {nodeid}")
-    if run.options.compare:
+    if total.expectations:
+        terminal.write_line(
+            "expectations: " + ", ".join(f"{k} {v}" for k, v in sorted(total.expectations.items()))
+        )
+    if session.options.compare:
         if total.worst is None:
             terminal.write_line("worst agreement with CPU: no model forward was compared")
         else:
@@ -76,5 +99,3 @@ def write(terminal: Any, run: SpyreRun, records: list[TestRecord]) -> None:
                 f"worst agreement with CPU: cosine {worst.cosine:.6f}, max-abs-diff "
                 f"{worst.max_abs_diff:.3g}{top1} ({worst.model} in {nodeid})"
             )
-    if run.options.report is not None:
-        terminal.write_line(f"JSON report: {run.options.report}")

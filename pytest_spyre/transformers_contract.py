@@ -16,6 +16,14 @@
   importable from the working directory); we leave that variable alone and refuse a value that
   names another device.
 
+Tests that re-run themselves in a child process (Transformers' ``run_test_using_subprocess``
+starts ``python -m pytest <test>`` with a copy of the environment) must see the same device:
+so the run's settings are exported as the plugin's own environment variables (``SPYRE=1``,
+``SPYRE_STACK``, ``SPYRE_NUMERICS``, ``SPYRE_LAYOUT_CHECKS``, ``SPYRE_UNSUPPORTED``,
+``SPYRE_HARNESS``, ``SPYRE_COMPARE``, ``SPYRE_LOCK`` as an absolute path), and the ones that
+name outputs of this run (``SPYRE_REPORT``, ``SPYRE_EXPECTATIONS``) are removed, so a child
+never overwrites the parent's report or judges the parent's expectations.
+
 The previous values are restored when the run ends (:meth:`ContractState.leave`).
 """
 
@@ -23,14 +31,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
-__all__ = ["BACKEND_MODULE", "DEVICE", "ContractState", "enter_contract"]
+from pytest_spyre.options import SpyreOptions
+
+__all__ = ["BACKEND_MODULE", "DEVICE", "ContractState", "child_environment", "enter_contract"]
 
 DEVICE = "spyre"
 BACKEND_MODULE = "spyre_sim"
 _VARIABLES = ("TRANSFORMERS_TEST_DEVICE", "TRANSFORMERS_TEST_BACKEND")
+_RUN_OUTPUTS = ("SPYRE_REPORT", "SPYRE_EXPECTATIONS")
 
 
 @dataclass
@@ -48,8 +60,30 @@ class ContractState:
         self.saved.clear()
 
 
-def enter_contract() -> ContractState:
-    """Register the device and point the Transformers test-device variables at it."""
+def child_environment(options: SpyreOptions) -> dict[str, str | None]:
+    """The plugin's environment variables that give a child process this run's settings
+    (``None``: remove the variable)."""
+    env: dict[str, str | None] = {
+        "SPYRE": "1",
+        "SPYRE_NUMERICS": "on" if options.numerics else "off",
+        "SPYRE_LAYOUT_CHECKS": "on" if options.layout_checks else "off",
+        "SPYRE_UNSUPPORTED": options.unsupported,
+        "SPYRE_HARNESS": options.harness,
+        "SPYRE_COMPARE": "1" if options.compare else "0",
+        "SPYRE_LOCK": str(options.lock.resolve()) if options.lock is not None else None,
+        "SPYRE_STACK": None,
+    }
+    if options.stack is not None:
+        spec = options.stack
+        env["SPYRE_STACK"] = str(Path(spec).resolve()) if Path(spec).is_file() else spec
+    for name in _RUN_OUTPUTS:
+        env[name] = None
+    return env
+
+
+def enter_contract(options: SpyreOptions | None = None) -> ContractState:
+    """Register the device, point the Transformers test-device variables at it and (given the
+    run's options) export them for child processes."""
     import spyre_sim
 
     spyre_sim.register()
@@ -60,7 +94,16 @@ def enter_contract() -> ContractState:
             f"then take the device name from that file instead of {DEVICE!r}; unset it for "
             "--spyre runs (the spyre device needs no spec file)"
         )
-    state = ContractState({name: os.environ.get(name) for name in _VARIABLES})
-    os.environ["TRANSFORMERS_TEST_DEVICE"] = DEVICE
-    os.environ["TRANSFORMERS_TEST_BACKEND"] = BACKEND_MODULE
+    wanted: dict[str, str | None] = {
+        "TRANSFORMERS_TEST_DEVICE": DEVICE,
+        "TRANSFORMERS_TEST_BACKEND": BACKEND_MODULE,
+    }
+    if options is not None:
+        wanted.update(child_environment(options))
+    state = ContractState({name: os.environ.get(name) for name in wanted})
+    for name, value in wanted.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     return state

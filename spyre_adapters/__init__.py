@@ -14,6 +14,7 @@ from spyre_adapters.errors import (
     LockError,
     ManifestError,
     PluginError,
+    PluginHookError,
     Problem,
     SpyreAdaptersError,
     UnknownAdapterError,
@@ -27,10 +28,12 @@ from spyre_adapters.lock import (
     Lock,
     LockEntry,
     LockFinding,
+    PinMove,
     PinnedAdapter,
     check_lock,
     pin,
     read_lock,
+    upgrade,
     write_lock,
 )
 from spyre_adapters.manifest import AdapterKind, Manifest, load_manifest, load_manifests
@@ -43,8 +46,8 @@ from spyre_adapters.preparation import (
     prepared_release,
     restore,
 )
-from spyre_adapters.registry import DISABLE_ENV, Registry, build_registry
-from spyre_adapters.waivers import Waiver, load_waivers
+from spyre_adapters.registry import DISABLE_ENV, Provider, Registry, build_registry
+from spyre_adapters.waivers import Waiver, check_waivers, load_waivers
 
 __all__ = [
     "DEFAULT_LOCK_FILE",
@@ -65,10 +68,13 @@ __all__ = [
     "LockFinding",
     "Manifest",
     "ManifestError",
+    "PinMove",
     "PinnedAdapter",
     "PluginError",
+    "PluginHookError",
     "Prepared",
     "Problem",
+    "Provider",
     "Registry",
     "SpyreAdaptersError",
     "Status",
@@ -82,6 +88,7 @@ __all__ = [
     "audit_release",
     "build_registry",
     "check_lock",
+    "check_waivers",
     "default_registry",
     "hookimpl",
     "load_manifest",
@@ -93,5 +100,6 @@ __all__ = [
     "read_lock",
     "restore",
     "status_at",
+    "upgrade",
     "write_lock",
 ]

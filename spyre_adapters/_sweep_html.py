@@ -10,7 +10,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CATEGORY_COLOURS", "render"]
+__all__ = ["CATEGORY_COLOURS", "CATEGORY_TEXT", "render"]
 
 #: Grid colour of each category (stable: the legend of older pages stays valid).
 CATEGORY_COLOURS: Mapping[str, str] = {
@@ -26,6 +26,23 @@ CATEGORY_COLOURS: Mapping[str, str] = {
     "worker-crashed": "#5e4fa2",
     "worker-timeout": "#3288bd",
     "internal-error": "#000000",
+}
+
+#: Label colour on each category's colour (legend and grid): black or white, whichever
+#: contrasts more; every pair reaches WCAG's 4.5:1 for normal text (checked by the tests).
+CATEGORY_TEXT: Mapping[str, str] = {
+    "native": "#000000",
+    "adapted": "#000000",
+    "mismatch": "#000000",
+    "blocked": "#ffffff",
+    "not-implemented-adapter": "#000000",
+    "adapter-failed": "#000000",
+    "device-error": "#ffffff",
+    "build-failed": "#000000",
+    "reference-failed": "#000000",
+    "worker-crashed": "#ffffff",
+    "worker-timeout": "#000000",
+    "internal-error": "#ffffff",
 }
 
 _CSS = """
@@ -120,7 +137,8 @@ def render(document: Mapping[str, Any]) -> str:
     out.append("</table>")
     out.append('<h2>Matrix</h2><div class="legend">')
     out.extend(
-        f'<span style="background:{colour}">{_e(name)}</span>'
+        f'<span style="background:{colour};color:{CATEGORY_TEXT[name]}" '
+        f'data-legend="{_e(name)}">{_e(name)}</span>'
         for name, colour in CATEGORY_COLOURS.items()
     )
     out.append('</div><table class="grid"><tr><th>family</th>')
@@ -135,10 +153,11 @@ def render(document: Mapping[str, Any]) -> str:
                 continue
             category = result["category"]
             colour = CATEGORY_COLOURS.get(category, "#ffffff")
+            text = CATEGORY_TEXT.get(category, "#000000")
             tip = f"{family} @ {release}: {category}\n{result.get('detail', '')}"
             short = {"not-implemented-adapter": "no-impl"}.get(category, category)
             out.append(
-                f'<td class="cell" style="background:{colour}" title="{_e(tip)}" '
+                f'<td class="cell" style="background:{colour};color:{text}" title="{_e(tip)}" '
                 f'data-category="{_e(category)}">{_e(short)}</td>'
             )
         out.append("</tr>")

@@ -32,13 +32,21 @@ JSON schema (``schema_version`` 1; keys are only ever added, never renamed)::
           "stacks": ">=2025.12",
           "waiver": null,              # or {"reason": "...", "expires": "2026-12-31", "valid": true}
           "reason": "gap still open: sin-cos, rotate-half",
-          "source": "plugin 'builtin' file .../rope-rotation/1.0.0.toml"
+          "source": "plugin 'builtin' file .../rope-rotation/1.0.0.toml",
+          "superseded": []             # older installed versions this one supersedes here
         }
+      ],
+      "superseded": [                  # one per superseded version, sorted by name, version
+        {"name": "host-mask", "version": "1.0.0", "by": "1.0.1",
+         "reason": "host-mask 1.0.1 supersedes it at 2026.05"}
       ],
       "counts": {"active": 1, "retirable": 0, ...},   # every status, zeros included
       "findings": [{"adapter": "...", "status": "overdue", "message": "..."}],
       "passed": true                   # no finding
     }
+
+A superseded version is never a gate finding: it stays installed (released versions are
+immutable) for the locks that pin it.
 
 A diff between two releases (``kind`` ``"audit-diff"``) holds ``"from"`` and ``"to"`` (two
 audit documents as above) and ``"changes"``: ``[{"name", "from": {"version", "status"} | null,
@@ -56,7 +64,7 @@ from typing import Any
 from spyre_adapters.lifecycle import AdapterStatus, Lifecycle, Status, StatusChange
 from spyre_adapters.registry import Registry
 from spyre_adapters.stacks import ReleaseLike
-from spyre_adapters.waivers import Waiver
+from spyre_adapters.waivers import Waiver, check_waivers
 
 __all__ = [
     "AUDIT_SCHEMA_VERSION",
@@ -89,6 +97,7 @@ class AuditReport:
     strict: bool
     today: _dt.date
     sources: tuple[str, ...]
+    superseded: tuple[AdapterStatus, ...] = ()
 
     def findings(self) -> list[AuditFinding]:
         """The rows that fail the gate, in row order."""
@@ -122,13 +131,18 @@ class AuditReport:
     def counts(self) -> dict[str, int]:
         """How many adapters have each status (every status listed)."""
         counts = {status.value: 0 for status in Status}
-        for row in self.rows:
+        for row in (*self.rows, *self.superseded):
             counts[row.status.value] += 1
         return counts
+
+    def resolved(self, name: str) -> AdapterStatus | None:
+        """The row of adapter ``name``."""
+        return next((r for r in self.rows if r.name == name), None)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document of the module docstring."""
         findings = self.findings()
+        resolved = {row.name: str(row.version) for row in self.rows}
         return {
             "schema_version": AUDIT_SCHEMA_VERSION,
             "kind": "audit",
@@ -138,6 +152,15 @@ class AuditReport:
             "today": self.today.isoformat(),
             "adapters": [
                 _row_json(row, source) for row, source in zip(self.rows, self.sources, strict=True)
+            ],
+            "superseded": [
+                {
+                    "name": row.name,
+                    "version": str(row.version),
+                    "by": resolved.get(row.name),
+                    "reason": row.reason,
+                }
+                for row in self.superseded
             ],
             "counts": self.counts(),
             "findings": [
@@ -172,6 +195,7 @@ def _row_json(row: AdapterStatus, source: str) -> dict[str, Any]:
         "waiver": waiver,
         "reason": row.reason,
         "source": source,
+        "superseded": [str(v) for v in row.superseded],
     }
 
 
@@ -209,11 +233,16 @@ def audit_release(
     auto_retire: bool = True,
     strict: bool = False,
 ) -> AuditReport:
-    """Audit every adapter of ``registry`` at ``stack`` (default: the catalogue's newest)."""
+    """Audit every adapter of ``registry`` at ``stack`` (default: the catalogue's newest).
+    A waiver about an adapter or version that is not installed is a
+    :class:`~spyre_adapters.errors.WaiverError`."""
+    waivers = tuple(waivers)
+    check_waivers(waivers, registry)
     today = _dt.date.today() if today is None else today
     lifecycle = Lifecycle(registry, waivers=waivers, today=today, auto_retire=auto_retire)
     release = lifecycle.release(stack if stack is not None else lifecycle.catalogue.releases[-1])
     rows = tuple(lifecycle.status_at(release))
+    superseded = tuple(old for row in rows for old in lifecycle.superseded_rows(row, release))
     return AuditReport(
         release=release.name,
         rows=rows,
@@ -221,6 +250,7 @@ def audit_release(
         strict=strict,
         today=today,
         sources=tuple(registry.source_of(row.manifest) for row in rows),
+        superseded=superseded,
     )
 
 

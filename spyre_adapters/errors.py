@@ -17,6 +17,7 @@ __all__ = [
     "LockError",
     "ManifestError",
     "PluginError",
+    "PluginHookError",
     "Problem",
     "SpyreAdaptersError",
     "UnknownAdapterError",
@@ -99,6 +100,18 @@ class PluginError(SpyreAdaptersError, RuntimeError):
             f"adapter plugin {plugin!r} failed to register: {reason} (fix the plugin, or "
             f"disable it with SPYRE_ADAPTERS_DISABLE={plugin})"
         )
+
+
+class PluginHookError(PluginError):
+    """A plugin implements a hook that does not exist (a misspelt name) or with arguments the
+    hook does not offer. ``plugin`` and ``hook`` name them, ``known`` lists the known hooks."""
+
+    def __init__(self, plugin: str, hook: str, known: Sequence[str], detail: str = "") -> None:
+        self.hook = hook
+        self.known = list(known)
+        listing = ", ".join(self.known)
+        what = detail or f"it implements {hook!r}, which is not a hook of spyre-adapters"
+        super().__init__(plugin, f"{what} (known hooks: {listing})")
 
 
 class UnknownAdapterError(SpyreAdaptersError, LookupError):

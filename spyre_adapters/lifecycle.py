@@ -11,15 +11,23 @@ Statuses (one per adapter name, for the version resolved at R):
 - ``overdue``: R is past the adapter's ``retire_by`` and it would still be applied, with no
   waiver in force (an expired waiver is no waiver); applied (the model still needs it), and a
   gate finding.
+- ``superseded`` (a version, not a name): a newer installed version of the same adapter is the
+  one resolved at R, and this version's ``stacks`` admits R too; not applied (unless a lock
+  pins it). An old version retires like any scaffolding: where a newer one covers the release,
+  it is simply not chosen, and it stays installed for the locks that pin it.
 
-Resolution picks, per adapter name, the highest version whose ``stacks`` admits R. Gap states
-are read per release, so a gap that re-opens later (a regression such as ``mem-pool`` in
-2026.08) brings its adapter back at that release. ``retirable_in`` is the first release at or
-after R (in the catalogue) at which every bridged gap is closed.
+Resolution picks, per adapter name, the newest version whose ``stacks`` admits R and that is
+needed at R (a gap still open, or permanent); when every admitted version's gaps are closed, the
+newest admitted one is reported ``retired`` (with auto-retirement off, the newest admitted
+version, ``retirable``). Gap states are read per release, so a gap that re-opens later (a
+regression such as ``mem-pool`` in 2026.08) brings its adapter back at that release.
+``retirable_in`` is the first release at or after R (in the catalogue) at which every bridged
+gap is closed. :meth:`Lifecycle.versions_at` gives one row per installed version.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import enum
 import os
@@ -45,11 +53,12 @@ class Status(enum.Enum):
     PERMANENT = "permanent"
     OUT_OF_RANGE = "out-of-range"
     OVERDUE = "overdue"
+    SUPERSEDED = "superseded"
 
     @property
     def applied(self) -> bool:
         """Whether an adapter with this status is applied by ``prepare``."""
-        return self not in (Status.RETIRED, Status.OUT_OF_RANGE)
+        return self not in (Status.RETIRED, Status.OUT_OF_RANGE, Status.SUPERSEDED)
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,9 @@ class AdapterStatus:
     none is in range); ``open_gaps`` the bridged gaps still open at ``release``;
     ``retirable_in`` the first release at or after ``release`` closing every bridged gap
     (``None``: no known release does); ``waiver`` the waiver considered (in force, or expired
-    when the status is ``overdue``); ``reason`` says why, in words.
+    when the status is ``overdue``); ``reason`` says why, in words; ``versions`` every installed
+    version; ``superseded`` the older installed versions that also admit ``release`` and that
+    this one supersedes there (empty for a row that is not the resolved version).
     """
 
     name: str
@@ -72,6 +83,7 @@ class AdapterStatus:
     waiver: Waiver | None
     reason: str
     versions: tuple[Version, ...]
+    superseded: tuple[Version, ...] = ()
 
     @property
     def version(self) -> Version:
@@ -143,10 +155,35 @@ class Lifecycle:
         return None
 
     def resolve_version(self, name: str, stack: ReleaseLike | str) -> Manifest | None:
-        """The highest installed version of ``name`` whose ``stacks`` admits the release."""
+        """The version of ``name`` resolution picks at the release (see the module docstring),
+        ``None`` when no installed version admits it."""
+        return self._choose(self.registry.versions(name), self.release(stack))
+
+    def _needed(self, manifest: Manifest, release: ReleaseLike) -> bool:
+        return manifest.kind is AdapterKind.PERMANENT or any(
+            release.gap_open(g) for g in manifest.gaps
+        )
+
+    def _choose(self, installed: Sequence[Manifest], release: ReleaseLike) -> Manifest | None:
+        admitted = [m for m in installed if m.admits(release.version)]
+        if not admitted:
+            return None
+        if self.auto_retire:
+            needed = [m for m in admitted if self._needed(m, release)]
+            if needed:
+                return needed[-1]
+        return admitted[-1]
+
+    def superseded_by(self, manifest: Manifest, stack: ReleaseLike | str) -> Manifest | None:
+        """The newer version of the same adapter that resolution picks at the release instead
+        of ``manifest`` (``manifest`` admitting the release too), else ``None``."""
         release = self.release(stack)
-        admitted = [m for m in self.registry.versions(name) if m.admits(release.version)]
-        return admitted[-1] if admitted else None
+        if not manifest.admits(release.version):
+            return None
+        chosen = self._choose(self.registry.versions(manifest.name), release)
+        if chosen is None or chosen.version <= manifest.version:
+            return None
+        return chosen
 
     def status_of(self, manifest: Manifest, stack: ReleaseLike | str) -> AdapterStatus:
         """The status of this manifest version at a release (ignoring other versions)."""
@@ -214,9 +251,57 @@ class Lifecycle:
     def _row(self, name: str, release: ReleaseLike) -> AdapterStatus:
         installed = self.registry.versions(name)
         versions = tuple(m.version for m in installed)
-        admitted = [m for m in installed if m.admits(release.version)]
-        chosen = admitted[-1] if admitted else installed[-1]
-        return self._status(chosen, release, versions)
+        chosen = self._choose(installed, release)
+        if chosen is None:
+            return self._status(installed[-1], release, versions)
+        row = self._status(chosen, release, versions)
+        older = tuple(
+            m.version for m in installed if m.version < chosen.version and m.admits(release.version)
+        )
+        return dataclasses.replace(row, superseded=older) if older else row
+
+    def versions_at(
+        self, stack: str | os.PathLike[str] | ReleaseLike | None
+    ) -> list[AdapterStatus]:
+        """One status per installed *version* at a release, sorted by name then version: the
+        resolved version as in :meth:`status_at`, an older version it covers ``superseded``,
+        the others as their own manifest says (``out-of-range``, ``retired``, ...)."""
+        release = self.release(stack)
+        rows: list[AdapterStatus] = []
+        for name in self.registry.names():
+            resolved = self._row(name, release)
+            superseded = {row.version: row for row in self.superseded_rows(resolved, release)}
+            for manifest in self.registry.versions(name):
+                if manifest.version == resolved.version:
+                    rows.append(resolved)
+                elif manifest.version in superseded:
+                    rows.append(superseded[manifest.version])
+                else:
+                    rows.append(self._status(manifest, release, resolved.versions))
+        return rows
+
+    def superseded_rows(
+        self, resolved: AdapterStatus, stack: str | os.PathLike[str] | ReleaseLike
+    ) -> list[AdapterStatus]:
+        """The ``superseded`` rows of the older versions that ``resolved`` (a row of
+        :meth:`status_at` at ``stack``) covers there, oldest first."""
+        if not resolved.superseded:
+            return []
+        release = self.release(stack)
+        rows = []
+        for version in resolved.superseded:
+            own = self._status(
+                self.registry.get(resolved.name, version), release, resolved.versions
+            )
+            rows.append(
+                dataclasses.replace(
+                    own,
+                    status=Status.SUPERSEDED,
+                    reason=f"{resolved.manifest.label} supersedes it at {release.name}",
+                    waiver=None,
+                )
+            )
+        return rows
 
     def resolve(self, stack: str | os.PathLike[str] | ReleaseLike | None) -> list[Manifest]:
         """The manifests ``prepare`` applies at a release, in application order

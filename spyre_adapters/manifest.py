@@ -18,8 +18,10 @@ documented with a worked example in ``manifests/README.md``; in short::
 
 Validation is complete, not first-error: :func:`load_manifests` collects every problem of every
 file (unknown keys, wrong types, bad versions and specifiers, unknown gap ids, kind that does not
-fit the gaps, an entry point that does not import or is not an adapter, an unknown ``retire_by``)
-and raises one :class:`~spyre_adapters.errors.ManifestError` listing them with file and key.
+fit the gaps, an entry point that does not import or is not an adapter, an unknown ``retire_by``,
+a ``stacks`` range that admits no release at all, a file outside the ``<name>/<version>.toml``
+layout of a manifests tree) and raises one :class:`~spyre_adapters.errors.ManifestError` listing
+them with file and key.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from spyre_adapters.errors import ManifestError, Problem
@@ -270,6 +272,15 @@ def parse_manifest(
                 "stacks",
                 f"{stacks_text!r} is not a version specifier over releases (e.g. '>=2026.02,<2026.09')",
             )
+        else:
+            empty = _empty_range(stacks)
+            if empty is not None:
+                check.problem(
+                    "stacks",
+                    f"{stacks_text!r} admits no release at all ({empty}); write the lower bound "
+                    f"first and below the upper one, e.g. '>=2026.02,<2026.09'",
+                )
+                stacks = None
 
     gaps = check.strings("gaps")
     if gaps is not None:
@@ -331,6 +342,37 @@ def parse_manifest(
         sha256=sha256,
     )
     return manifest, []
+
+
+def _bound(spec: Specifier) -> tuple[str, Version] | None:
+    """``("lower"|"upper"|"exact", version)`` for a plain comparison, else ``None``."""
+    if spec.version.endswith(".*"):
+        return None
+    version = Version(spec.version)
+    if spec.operator in (">=", ">"):
+        return ("lower", version)
+    if spec.operator in ("<=", "<"):
+        return ("upper", version)
+    if spec.operator in ("==", "==="):
+        return ("exact", version)
+    return None
+
+
+def _empty_range(stacks: SpecifierSet) -> str | None:
+    """Why ``stacks`` can admit no version (an inverted or contradictory range), or ``None``."""
+    specs = list(stacks)
+    bounds = [(spec, b) for spec in specs if (b := _bound(spec)) is not None]
+    for spec, (kind, version) in bounds:
+        if kind == "exact" and not stacks.contains(version, prereleases=True):
+            return f"{spec} contradicts the rest of the range"
+    lowers = [(spec, v) for spec, (kind, v) in bounds if kind == "lower"]
+    uppers = [(spec, v) for spec, (kind, v) in bounds if kind == "upper"]
+    for low_spec, low in lowers:
+        for up_spec, up in uppers:
+            inclusive = low_spec.operator == ">=" and up_spec.operator == "<="
+            if low > up or (low == up and not inclusive):
+                return f"{low_spec} and {up_spec} leave an empty range"
+    return None
 
 
 def _check_gaps(
@@ -432,17 +474,45 @@ def _layout_problems(
     return problems
 
 
-def _tree_files(root: Traversable) -> list[tuple[Traversable, str | None]]:
-    """Every ``*.toml`` directly under ``root`` (folder ``None``) or one folder below it."""
+def _tree_files(
+    root: Traversable,
+) -> tuple[list[tuple[Traversable, str | None]], list[Problem]]:
+    """Every ``*.toml`` under ``root`` with its folder (``None`` for a file outside the
+    ``<name>/<version>.toml`` layout: directly under ``root`` or deeper than one folder), and a
+    problem for each file outside the layout (it is still read, so its own problems are
+    reported too)."""
     files: list[tuple[Traversable, str | None]] = []
+    stray: list[Traversable] = []
     for entry in root.iterdir():
         if entry.is_dir():
-            files.extend(
-                (f, entry.name) for f in entry.iterdir() if f.is_file() and f.name.endswith(".toml")
-            )
+            for item in entry.iterdir():
+                if item.is_file() and item.name.endswith(".toml"):
+                    files.append((item, entry.name))
+                elif item.is_dir():
+                    stray.extend(_tomls_below(item))
         elif entry.is_file() and entry.name.endswith(".toml"):
-            files.append((entry, None))
-    return sorted(files, key=lambda pair: str(pair[0]))
+            stray.append(entry)
+    problems = [
+        Problem(
+            str(file),
+            "",
+            f"is outside the '<name>/<version>.toml' layout of the manifests folder {root}: "
+            f"move it to {root}/<name>/<version>.toml (or out of the folder)",
+        )
+        for file in sorted(stray, key=str)
+    ]
+    files.extend((file, None) for file in stray)
+    return sorted(files, key=lambda pair: str(pair[0])), problems
+
+
+def _tomls_below(folder: Traversable) -> list[Traversable]:
+    found: list[Traversable] = []
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            found.extend(_tomls_below(entry))
+        elif entry.is_file() and entry.name.endswith(".toml"):
+            found.append(entry)
+    return found
 
 
 def load_manifest(
@@ -468,13 +538,16 @@ def load_manifests(
     problem too.
     """
     candidates: list[tuple[Traversable, str | None]]
+    problems: list[Problem] = []
     if isinstance(files, (str, Path)) or not isinstance(files, Iterable):
         root = Path(files) if isinstance(files, str) else files
-        candidates = [(root, None)] if root.is_file() else _tree_files(root)
+        if root.is_file():
+            candidates = [(root, None)]
+        else:
+            candidates, problems = _tree_files(root)
     else:
         candidates = [(Path(f) if isinstance(f, str) else f, None) for f in files]
     manifests: list[Manifest] = []
-    problems: list[Problem] = []
     seen: dict[tuple[str, Version], str] = {}
     for file, folder in candidates:
         where = str(file)

@@ -4,20 +4,28 @@
 ``pluggy.PluginManager``, loads the entry-point group ``spyre_adapters`` (the built-in adapters
 are the entry point ``builtin``), honours the disable list (argument ``disable`` plus the
 environment variable ``SPYRE_ADAPTERS_DISABLE=name1,name2``, read only here, when called),
-checks that every hook implementation matches a spec (``check_pending``), and calls
+checks that every hook implementation matches a spec (as pluggy's ``check_pending`` does, but
+naming the plugin, the hook and the known hooks in a :class:`PluginHookError`), and calls
 ``spyre_adapters_register(registry)`` on each plugin in turn. The build is all or nothing: a
 plugin that fails, an invalid manifest, or a duplicate name+version raises, and no registry is
 returned.
+
+Registration carries the version of what registered it: every manifest is recorded with the
+plugin that added it and, for a plugin loaded from an entry point, the distribution and
+distribution version that ship that entry point (:meth:`Registry.provider_of`).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import os
+import re
 import sys
 import types
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pluggy
@@ -27,6 +35,7 @@ from spyre_adapters import hookspecs
 from spyre_adapters.errors import (
     DuplicateAdapterError,
     PluginError,
+    PluginHookError,
     SpyreAdaptersError,
     UnknownAdapterError,
 )
@@ -38,10 +47,20 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     from importlib.abc import Traversable
 
-__all__ = ["DISABLE_ENV", "Registry", "build_registry"]
+__all__ = ["DISABLE_ENV", "Provider", "Registry", "build_registry"]
 
 #: Environment variable naming plugins (entry-point names) to skip, comma separated.
 DISABLE_ENV = "SPYRE_ADAPTERS_DISABLE"
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Who registered a manifest: the plugin name (``None`` for code calling ``add``) and, for
+    a plugin loaded from an entry point, the distribution and its version."""
+
+    plugin: str | None = None
+    distribution: str | None = None
+    version: str | None = None
 
 
 class Registry:
@@ -58,7 +77,9 @@ class Registry:
         # name -> versions oldest first; the sorted views are rebuilt on add, not on read
         self._by_name: dict[str, tuple[Manifest, ...]] = {}
         self._sorted: tuple[Manifest, ...] = ()
+        self._providers: dict[tuple[str, Version], Provider] = {}
         self._plugin: str | None = None
+        self._provider = Provider()
         self.plugins: list[str] = []
 
     # -- adding ------------------------------------------------------------------------------
@@ -90,6 +111,7 @@ class Registry:
         for manifest in pending:
             self._manifests[manifest.key] = manifest
             self._sources[manifest.key] = batch[manifest.key]
+            self._providers[manifest.key] = self._provider
         grouped: dict[str, list[Manifest]] = {}
         for manifest in pending:
             grouped.setdefault(manifest.name, []).append(manifest)
@@ -148,17 +170,23 @@ class Registry:
         """Where ``manifest`` was registered from."""
         return self._sources[manifest.key]
 
+    def provider_of(self, manifest: Manifest) -> Provider:
+        """The plugin (and distribution) that registered ``manifest``."""
+        return self._providers.get(manifest.key, Provider())
+
     def bridging(self, gap_id: str) -> tuple[Manifest, ...]:
         """Every manifest that lists ``gap_id``."""
         return tuple(m for m in self.manifests() if gap_id in m.gaps)
 
     @contextmanager
-    def _loading(self, plugin: str) -> Iterator[None]:
+    def _loading(self, plugin: str, provider: Provider | None = None) -> Iterator[None]:
         self._plugin = plugin
+        self._provider = provider or Provider(plugin)
         try:
             yield
         finally:
             self._plugin = None
+            self._provider = Provider()
 
 
 def _disabled_from_env() -> list[str]:
@@ -187,18 +215,19 @@ def build_registry(
     manager.add_hookspecs(hookspecs)
     for name in blocked:
         manager.set_blocked(name)
+    distributions: dict[str, Provider] = {}
     if entry_points:
-        _load_entry_points(manager)
+        distributions = _load_entry_points(manager)
     for plugin in plugins:
         name = _plugin_name(plugin)
         if not manager.is_blocked(name):
-            manager.register(plugin, name=name)
-    manager.check_pending()
+            _register(manager, plugin, name)
+    _check_hooks(manager)
 
     registry = Registry(catalogue)
     for impl in manager.hook.spyre_adapters_register.get_hookimpls():
         name = impl.plugin_name
-        with registry._loading(name):
+        with registry._loading(name, distributions.get(name)):
             try:
                 impl.function(registry=registry)
             except SpyreAdaptersError:
@@ -210,10 +239,51 @@ def build_registry(
     return registry
 
 
-def _load_entry_points(manager: pluggy.PluginManager) -> None:
+def _known_hooks(manager: pluggy.PluginManager) -> list[str]:
+    return sorted(
+        name
+        for name in vars(manager.hook)
+        if not name.startswith("_") and getattr(manager.hook, name).has_spec()
+    )
+
+
+def _register(manager: pluggy.PluginManager, plugin: object, name: str) -> None:
+    """``manager.register``, with a hook implementation whose arguments the spec does not
+    offer reported as a :class:`PluginHookError` naming the plugin and the hook."""
+    try:
+        manager.register(plugin, name=name)
+    except pluggy.PluginValidationError as exc:
+        found = re.search(r"for hook '([^']+)'", str(exc))
+        hook = found.group(1) if found else "?"
+        detail = " ".join(str(exc).split())
+        raise PluginHookError(name, hook, _known_hooks(manager), detail) from exc
+
+
+def _check_hooks(manager: pluggy.PluginManager) -> None:
+    """pluggy's ``check_pending``, naming the plugin, the unknown hook and the known ones."""
+    known = _known_hooks(manager)
+    for hook_name in sorted(vars(manager.hook)):
+        caller = getattr(manager.hook, hook_name)
+        if hook_name.startswith("_") or caller.has_spec():
+            continue
+        for impl in caller.get_hookimpls():
+            if impl.optionalhook:
+                continue
+            close = difflib.get_close_matches(hook_name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise PluginHookError(
+                impl.plugin_name,
+                hook_name,
+                known,
+                f"it implements {hook_name!r}, which is not a hook of spyre-adapters{hint}",
+            )
+
+
+def _load_entry_points(manager: pluggy.PluginManager) -> dict[str, Provider]:
     """Register every entry point of group ``spyre_adapters`` (as pluggy's own loader does:
     blocked names and names already registered are skipped), naming a plugin that fails to
-    import."""
+    import; return the distribution of each plugin registered."""
+    providers: dict[str, Provider] = {}
     for dist in importlib.metadata.distributions():
         for entry_point in dist.entry_points:
             if entry_point.group != hookspecs.PROJECT_NAME:
@@ -229,7 +299,9 @@ def _load_entry_points(manager: pluggy.PluginManager) -> None:
                     f"entry point {entry_point.value!r} does not import: "
                     f"{type(exc).__name__}: {exc}",
                 ) from exc
-            manager.register(plugin, name=name)
+            _register(manager, plugin, name)
+            providers[name] = Provider(name, dist.metadata["Name"], dist.version)
+    return providers
 
 
 def _plugin_name(plugin: object) -> str:

@@ -60,6 +60,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -287,7 +288,8 @@ def run_sweep(
 ) -> SweepReport:
     """Triage every family at every release, ``jobs`` isolated workers at a time (default:
     the number of CPUs). ``progress`` shows a progress bar on stderr; ``log`` appends each
-    result as one JSON line as soon as its family is done (to watch or salvage long sweeps)."""
+    result as one JSON line as soon as its family is done (to watch or salvage long sweeps);
+    when the log cannot be written the sweep says so on stderr and goes on without it."""
     families = sorted(set(families))
     jobs = max(1, jobs or os.cpu_count() or 1)
     report = SweepReport(
@@ -319,12 +321,26 @@ def run_sweep(
         for future in as_completed(futures):
             rows = future.result()
             report.results.extend(rows)
-            if log is not None:
-                with log.open("a", encoding="utf-8") as stream:
-                    stream.writelines(json.dumps(r.to_json()) + "\n" for r in rows)
+            if log is not None and not _append(log, rows):
+                log = None  # the results are still in the report: the sweep goes on
             advance(futures[future], rows)
     report.wall_seconds = time.perf_counter() - start
     return report
+
+
+def _append(log: Path, rows: list[TriageResult]) -> bool:
+    """Append ``rows`` to the log as JSON lines; on failure say so on stderr, return False."""
+    try:
+        with log.open("a", encoding="utf-8") as stream:
+            stream.writelines(json.dumps(r.to_json()) + "\n" for r in rows)
+    except OSError as error:
+        sys.stderr.write(
+            f"spyre-adapters: could not append to the sweep log {log} "
+            f"({error.strerror or error}); logging stopped, the sweep goes on and every result "
+            "is kept for the final report\n"
+        )
+        return False
+    return True
 
 
 class _progress:
@@ -446,7 +462,9 @@ def report_tables(report: SweepReport, *, matrix: bool = True) -> list[TableData
 
 
 def write_html(report: SweepReport, path: Path) -> None:
-    """Write the offline HTML page (colour grid + chart of families enabled per release)."""
+    """Write the offline HTML page (colour grid + chart of families enabled per release),
+    atomically (:func:`spyre_adapters._outputs.write_text`)."""
+    from spyre_adapters._outputs import write_text
     from spyre_adapters._sweep_html import render
 
-    path.write_text(render(report.to_json()), encoding="utf-8")
+    write_text(path, render(report.to_json()))

@@ -13,6 +13,11 @@ Usage (other test paths are not collected while ``--sweep-out`` is given)::
         [--sweep-families llama,gpt2] [--sweep-releases 2026.05,2026.09] \\
         [--sweep-tiny] [--sweep-timeout 300] [--sweep-no-layout-checks]
 
+``DIR`` is checked before any item runs (a usage error when it cannot be created or written).
+When ``sweep.json`` or ``sweep.html`` cannot be written at the end, it goes to a fallback file
+in the temporary directory (named in the summary) and the run exits 3; the per-pair files in
+``DIR/results`` stay, and a failed per-pair write fails its item with the result kept.
+
 Across machines, use pytest-xdist's own remote workers (``--tx ssh=host//python=...``) or split
 the families between CI jobs (``--sweep-families``) with a shared ``DIR``; re-running only
 merges what is in ``DIR/results``.
@@ -82,6 +87,7 @@ class SweepItem(pytest.Item):
         self.release = release
 
     def runtest(self) -> None:
+        from spyre_adapters._outputs import save
         from spyre_adapters.sweep import isolated_triage
 
         config = self.config
@@ -94,10 +100,14 @@ class SweepItem(pytest.Item):
             layout_checks=not config.getoption("--sweep-no-layout-checks"),
             timeout=config.getoption("--sweep-timeout"),
         )
-        target = out / f"{self.family}@{self.release}.json"
-        target.write_text(json.dumps([r.to_json() for r in results]), encoding="utf-8")
         for result in results:
             self.user_properties.append(("category", result.category.value))
+        target = out / f"{self.family}@{self.release}.json"
+        text = json.dumps([r.to_json() for r in results])
+        saved = save(target, text)
+        if not saved.ok:  # the item fails, but keeps its result
+            kept = f"saved to {saved.path}" if saved.path is not None else f"result: {text}"
+            raise OSError(f"could not write {target} ({saved.error}); {kept}")
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"sweep {self.family} @ {self.release}"
@@ -142,6 +152,12 @@ def pytest_collection_modifyitems(
 
 def pytest_configure(config: pytest.Config) -> None:
     if _enabled(config):
+        from spyre_adapters._outputs import OutputPathError, check_directory
+
+        try:  # before any item runs: a bad DIR must not cost a sweep
+            check_directory(config.getoption("--sweep-out"))
+        except OutputPathError as error:
+            raise pytest.UsageError(f"--sweep-out: {error}") from None
         config.stash[_START] = time.perf_counter()
 
 
@@ -158,7 +174,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if not _enabled(config) or hasattr(config, "workerinput"):
         return  # xdist workers leave the merge to the controller
-    from spyre_adapters.sweep import SweepReport, default_releases, load_results, write_html
+    from spyre_adapters._outputs import save
+    from spyre_adapters._sweep_html import render
+    from spyre_adapters.sweep import SweepReport, default_releases, load_results
 
     out = Path(config.getoption("--sweep-out"))
     results = load_results(out)
@@ -175,9 +193,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         timeout=config.getoption("--sweep-timeout"),
         wall_seconds=time.perf_counter() - config.stash.get(_START, time.perf_counter()),
     )
-    (out / "sweep.json").write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
-    write_html(report, out / "sweep.html")
+    document = report.to_json()
+    written = [
+        save(out / "sweep.json", json.dumps(document, indent=1) + "\n"),
+        save(out / "sweep.html", render(document)),
+    ]
     reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for saved, what in zip(written, ("the sweep JSON", "the sweep page"), strict=True):
+        if saved.ok:
+            continue
+        message = saved.message(what).replace(
+            "it follows on stdout", f"the result of each pair stays in {out / 'results'}"
+        )
+        if reporter is not None:
+            reporter.write_line(f"spyre-adapters: {message}", red=True)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     if reporter is not None:
         reporter.ensure_newline()
         reporter.write_sep("=", "spyre-adapters sweep")
@@ -186,4 +217,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 f"{release}: {counts['enabled']} enabled ({counts['native']} native, "
                 f"{counts['adapted']} adapted) of {counts['built']} built, {counts['total']} swept"
             )
-        reporter.write_line(f"results: {out / 'sweep.json'}, {out / 'sweep.html'}")
+        reporter.write_line(f"results: {', '.join(str(s.path) for s in written if s.path)}")

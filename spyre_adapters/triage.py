@@ -49,8 +49,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from packaging.version import Version
-
 from spyre_adapters.families import (
     REALISTIC,
     VARIANTS,
@@ -59,6 +57,7 @@ from spyre_adapters.families import (
     SizePreset,
     variants_for,
 )
+from spyre_adapters.skeletons import manifest_skeleton
 
 if TYPE_CHECKING:
     import torch
@@ -623,60 +622,6 @@ def _failed(
 
 
 # -- suggestions -------------------------------------------------------------------------------
-
-
-def manifest_skeleton(
-    name: str,
-    gaps: Sequence[str],
-    families: Sequence[str],
-    release: str,
-    *,
-    kind: str | None = None,
-    entry_point: str | None = None,
-    summary: str | None = None,
-) -> str:
-    """A manifest (TOML text) for a new adapter ``name`` bridging ``gaps``, verified on nothing
-    yet but meant for ``families``, from ``release`` on. ``kind`` defaults to ``permanent``
-    when every gap is lasting, else ``scaffolding`` (with ``retire_by`` and an upper ``stacks``
-    bound at the first release closing every gap, when the catalogue knows one)."""
-    from spyre_sim.catalogue import builtin_catalogue
-
-    catalogue = builtin_catalogue()
-    infos = [catalogue.gaps.get(g) for g in gaps]
-    lasting = bool(infos) and all(i is not None and i.nature.value == "lasting" for i in infos)
-    kind = kind or ("permanent" if lasting else "scaffolding")
-    closes: str | None = None
-    if kind == "scaffolding":
-        closing = [catalogue.first_closing(g, release) for g in gaps if g in catalogue.gaps]
-        if closing and len(closing) == len(gaps) and all(closing):
-            closes = max((c for c in closing if c), key=lambda c: Version(c))
-    titles = ", ".join(
-        f"`{g}` ({i.title})" if i is not None else f"`{g}`"
-        for g, i in zip(gaps, infos, strict=True)
-    )
-    module = name.replace("-", "_").replace(".", "_")
-    lines = [
-        "# Skeleton written by spyre-adapters: implement the entry point, verify the families,",
-        "# then list only the families it was verified on.",
-        "schema_version = 1",
-        f"name = {_toml(name)}",
-        'version = "0.1.0"',
-        f"kind = {_toml(kind)}",
-        f"summary = {_toml(summary or f'Bridges {titles}.')}",
-        f"gaps = [{', '.join(_toml(g) for g in gaps)}]",
-        f"families = [{', '.join(_toml(f) for f in families)}]",
-        f"stacks = {_toml(f'>={release}' + (f',<{closes}' if closes else ''))}",
-    ]
-    if closes:
-        lines.append(f"retire_by = {_toml(closes)}")
-    lines.append(f"entry_point = {_toml(entry_point or f'my_adapters.{module}:adapter')}")
-    return "\n".join(lines) + "\n"
-
-
-def _toml(text: str) -> str:
-    """A TOML basic string."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
 
 
 def suggest_manifest(gap: str, family: str, release: str, hit: GapHit | None = None) -> str:

@@ -12,28 +12,41 @@ A waivers file is TOML::
 
 A waiver holds on ``today <= expires``; afterwards the adapter is overdue again. ``today`` is
 always passed explicitly to the lifecycle (the CLI uses the wall clock, or ``--today``).
+:func:`check_waivers` rejects waivers about adapters (or versions) that are not installed, so
+a misspelt name cannot silently waive nothing.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from spyre_adapters.errors import Problem, WaiverError
 
+if TYPE_CHECKING:
+    from spyre_adapters.registry import Registry
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["WAIVERS_SCHEMA_VERSION", "Waiver", "find_waiver", "load_waivers", "parse_waivers"]
+__all__ = [
+    "WAIVERS_SCHEMA_VERSION",
+    "Waiver",
+    "check_waivers",
+    "find_waiver",
+    "load_waivers",
+    "parse_waivers",
+]
 
 WAIVERS_SCHEMA_VERSION = 1
 _KEYS = ("adapter", "versions", "reason", "expires")
@@ -48,6 +61,9 @@ class Waiver:
     reason: str
     expires: _dt.date
     versions: SpecifierSet = field(default_factory=SpecifierSet)
+    #: the file and the table the waiver was read from (for messages; not compared)
+    where: str = field(default="", compare=False)
+    key: str = field(default="", compare=False)
 
     def covers(self, name: str, version: Version) -> bool:
         """Whether this waiver is about adapter ``name`` at ``version``."""
@@ -141,7 +157,45 @@ def parse_waivers(data: Mapping[str, Any], *, where: str) -> list[Waiver]:
             assert isinstance(adapter, str)
             assert isinstance(reason, str)
             assert isinstance(expires, _dt.date)
-            waivers.append(Waiver(adapter, reason, expires, versions))
+            waivers.append(Waiver(adapter, reason, expires, versions, where, key))
     if problems:
         raise WaiverError(problems)
     return waivers
+
+
+def check_waivers(waivers: Iterable[Waiver], registry: Registry) -> None:
+    """Raise :class:`WaiverError` naming file and key for every waiver about an adapter that
+    is not installed, or whose ``versions`` match no installed version of it."""
+    problems: list[Problem] = []
+    names = registry.names()
+    for waiver in waivers:
+        where, key = waiver.where or "waivers", waiver.key or "waiver"
+        installed = registry.versions(waiver.adapter)
+        if not installed:
+            close = difflib.get_close_matches(waiver.adapter, names, n=1)
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else f"installed: {', '.join(names) or 'none'}"
+            )
+            problems.append(
+                Problem(
+                    where,
+                    f"{key}.adapter",
+                    f"no adapter {waiver.adapter!r} is installed ({hint}); a waiver for it "
+                    f"would waive nothing",
+                )
+            )
+            continue
+        if not any(waiver.versions.contains(m.version, prereleases=True) for m in installed):
+            listed = ", ".join(str(m.version) for m in installed)
+            problems.append(
+                Problem(
+                    where,
+                    f"{key}.versions",
+                    f"{str(waiver.versions)!r} matches no installed version of "
+                    f"{waiver.adapter} (installed: {listed})",
+                )
+            )
+    if problems:
+        raise WaiverError(problems)

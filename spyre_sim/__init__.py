@@ -44,6 +44,7 @@ from spyre_sim.errors import (
     SpyreSimWarning,
 )
 from spyre_sim.numerics import round_to_dl16
+from spyre_sim.scope import in_model_scope, model_scope
 from spyre_sim.settings import Settings, configure, settings
 from spyre_sim.stack import current_stack, stack_generation, use_stack
 
@@ -68,7 +69,9 @@ __all__ = [
     "builtin_catalogue",
     "configure",
     "current_stack",
+    "in_model_scope",
     "load_release_file",
+    "model_scope",
     "register",
     "resolve_stack",
     "round_to_dl16",

@@ -66,6 +66,11 @@ def current_module_path() -> str | None:
     return path
 
 
+def outermost() -> torch.nn.Module | None:
+    """The outermost module whose forward is running (the model), or ``None``."""
+    return _stack[0] if _stack else None
+
+
 def reset() -> None:
     """Forget the running-module stack (after an interrupted forward in tests)."""
     _stack.clear()

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch._ops import OpOverload
 
-from spyre_sim import _modules, layout, miscompile, telemetry
+from spyre_sim import _modules, hints, layout, miscompile, scope, telemetry
 from spyre_sim.catalogue import Decision, GapState, Release, catalogue_for
 from spyre_sim.errors import (
     InferenceOnlyError,
@@ -50,6 +50,11 @@ _STORE_AS: dict[torch.dtype, torch.dtype] = {
     torch.int64: torch.int32,
 }
 _warned_dtypes: set[torch.dtype] = set()
+
+#: Attribute of a device tensor made by a cast to float32/float64: the device stores its values
+#: as DL16 (fp16), and moving it to the host gives them in the dtype cast to, so the common
+#: ``out.float().cpu()`` comparison idiom sees float32 (the DL16 values, widened exactly).
+READS_AS = "_spyre_reads_as"
 _warned_fallbacks: set[str] = set()
 
 
@@ -73,6 +78,23 @@ class SpyreTensor(torch.Tensor):
     def tolist(self) -> Any:
         telemetry.count_transfer(False, _nbytes(self._host))
         return self._host.tolist()
+
+    def __format__(self, format_spec: str) -> str:
+        # torch formats a 0-dim tensor through .item() only for exact torch.Tensor
+        if self.dim() == 0:
+            telemetry.count_transfer(False, _nbytes(self._host))
+            return format(self._host.item(), format_spec)
+        return object.__format__(self, format_spec)
+
+    def untyped_storage(self) -> torch.UntypedStorage:
+        """The storage holding this tensor's values: that of its host tensor. (A wrapper
+        subclass has no storage of its own, and serialisers such as safetensors identify
+        shared tensors by ``untyped_storage().data_ptr()``.)"""
+        return self._host.untyped_storage()
+
+    def data_ptr(self) -> int:
+        """The address of the first element, in the host storage (see ``untyped_storage``)."""
+        return int(self._host.data_ptr())
 
     def backward(self, *args: Any, **kwargs: Any) -> None:
         """Refused: the device is inference-only. (PyTorch's autograd engine would run the
@@ -197,8 +219,17 @@ def host_to_device(src: torch.Tensor) -> SpyreTensor:
     return _wrap(to_device_storage(src.detach().clone(), fresh=True))
 
 
+def _judged() -> bool:
+    """Whether the op being run now gets a verdict: always with ``settings.judge_harness``,
+    else only inside the model scope (:mod:`spyre_sim.scope`)."""
+    return settings.judge_harness or scope.in_model_scope()
+
+
 def _check_transfer(src: torch.Tensor) -> None:
     release = current_stack()
+    if not _judged():  # the harness moves it: stored as the device stores it, never refused
+        _count_storage_gaps(src)
+        return
     if src.dtype is torch.bool and _gap_open(release, "bool-storage"):
         _raise_gap(
             release,
@@ -222,6 +253,11 @@ def _check_transfer(src: torch.Tensor) -> None:
             f"a zero-length tensor {list(src.shape)} crashes the host->device copy",
             SpyreLayoutError,
         )
+    _count_storage_gaps(src)
+
+
+def _count_storage_gaps(src: torch.Tensor) -> None:
+    """Storage properties that change the values moved (whoever moves them)."""
     if src.dtype in _FLOAT_WIDE and settings.numerics:
         telemetry.count_gap("fp32-storage", _modules.current_module_path())
     if src.is_floating_point() and src.numel() and bool(torch.isinf(src).any()):
@@ -229,10 +265,7 @@ def _check_transfer(src: torch.Tensor) -> None:
 
 
 def _gap_open(release: Release, gap: str) -> bool:
-    try:
-        return release.gap_open(gap)
-    except Exception:
-        return False
+    return release.gap_open(gap)  # an unknown gap id is a bug of ours: it raises
 
 
 def _raise_gap(
@@ -246,6 +279,14 @@ def _raise_gap(
     raise _make_error(release, op, gap, reason, [(t.dtype, tuple(t.shape)) for t in tensors], cls)
 
 
+def _training_step(model: torch.nn.Module | None) -> bool:
+    """A training step runs: gradients on, the model in training mode with trainable
+    parameters (a fresh module that was never put in eval mode but trains nothing is not)."""
+    if model is None or not model.training or not torch.is_grad_enabled():
+        return False
+    return any(p.requires_grad for p in model.parameters())
+
+
 def _make_error(
     release: Release,
     op: str,
@@ -253,17 +294,24 @@ def _make_error(
     reason: str,
     sig: Sequence[tuple[torch.dtype, tuple[int, ...]]],
     cls: type[SpyreLoweringError],
+    *,
+    op_rule: bool = False,
 ) -> SpyreLoweringError:
+    """The error for ``op`` refused at ``release``; ``op_rule``: the op's own catalogue rule
+    refused it (so where the op first runs at all is worth saying), not a layout or
+    capability rule."""
     catalogue = catalogue_for(release)
-    try:
-        closes_in = catalogue.first_closing(gap, release.name)
-        lasting = catalogue.gap(gap).lasting
-    except Exception:
-        closes_in, lasting = None, False
+    closes_in = catalogue.first_closing(gap, release.name)
+    lasting = catalogue.gap(gap).lasting
+    runs_from = None
+    if op_rule and op.count(".") >= 2:
+        packet, _, overload = op.rpartition(".")
+        runs_from = catalogue.first_running(packet, release.name, overload)
     path = _modules.current_module_path()
+    model = _modules.outermost()
     telemetry.count_gap(gap, path)
     telemetry.count_error(gap)
-    return cls(
+    error = cls(
         op=op,
         release=release.name,
         gap=gap,
@@ -273,7 +321,11 @@ def _make_error(
         closes_in=closes_in,
         lasting=lasting,
         module_path=path,
+        runs_from=runs_from,
+        in_training=_training_step(model),
     )
+    hints.provide(error, model)
+    return error
 
 
 # --- per-op facts -------------------------------------------------------------------------
@@ -482,7 +534,7 @@ _ROUNDS_ITSELF = frozenset({"aten._to_copy.default", "aten.resize_.default"})
 class _Verdict:
     """The cached outcome of deciding one op call."""
 
-    __slots__ = ("decision", "decompose", "error", "gap", "miscompiles", "value")
+    __slots__ = ("by_op_rule", "decision", "decompose", "error", "gap", "miscompiles", "value")
 
     def __init__(
         self,
@@ -497,6 +549,7 @@ class _Verdict:
         self.error = error  # (gap, reason, class)
         self.miscompiles = miscompiles
         self.decompose = False  # run the op's CompositeImplicit decomposition instead
+        self.by_op_rule = False  # the error is the op's own rule (not a layout/capability rule)
 
 
 # --- the hot path ---------------------------------------------------------------------------
@@ -561,6 +614,8 @@ def _dispatch(func: OpOverload, args: Sequence[Any], kwargs: dict[str, Any] | No
 def _run(
     func: OpOverload, info: _OpInfo, args: Sequence[Any], kwargs: dict[str, Any] | None
 ) -> Any:
+    if not settings.judge_harness and not scope.in_model_scope():
+        return _run_harness(func, info, args, kwargs)
     gen = (stack_generation(), settings.generation)
     verdict = info.verdict if info.verdict_gen == gen else None
     if verdict is None and info.shape_gen == gen:
@@ -581,7 +636,8 @@ def _run(
     if verdict.error is not None:
         gap, reason, cls = verdict.error
         sig2 = [(h.dtype, tuple(h.shape)) for h in _host_tensors(hargs)]
-        raise _make_error(current_stack(), info.name, gap, reason, sig2, cls)
+        raise _make_error(current_stack(), info.name, gap, reason, sig2, cls,
+                          op_rule=verdict.decision is Decision.UNSUPPORTED and verdict.by_op_rule)  # fmt: skip
 
     if verdict.decompose:
         # a composite op that reached the device whole (e.g. under inference_mode): its
@@ -596,6 +652,28 @@ def _run(
         finally:
             _out_kwargs.clear()
     return _execute(func, info, verdict, args, kwargs, hargs, hkwargs)
+
+
+def _run_harness(
+    func: OpOverload, info: _OpInfo, args: Sequence[Any], kwargs: dict[str, Any] | None
+) -> Any:
+    """An op of the harness: the host kernel, stored the way the device stores results, no
+    verdict (see :mod:`spyre_sim.scope`)."""
+    hargs = _unwrap(args, info, None)
+    hkwargs = _unwrap_kwargs(kwargs, info, None)
+    telemetry.count_op(info.name, HARNESS)
+    if kwargs and info.out_args:
+        for index, name in info.out_args:
+            _out_kwargs[index] = kwargs.get(name)
+        try:
+            return _finish(info, args, info.call(*hargs, **hkwargs))
+        finally:
+            _out_kwargs.clear()
+    return _finish(info, args, info.call(*hargs, **hkwargs))
+
+
+#: The decision value telemetry records for an op of the harness.
+HARNESS = "harness"
 
 
 def _execute(
@@ -705,7 +783,9 @@ def _decide(info: _OpInfo, hargs: Sequence[Any], hkwargs: dict[str, Any]) -> _Ve
         reason = "the release has no kernel, decomposition or fallback for it"
         if rule.note:
             reason += f" ({rule.note})"
-        return _Verdict(decision, gap, (gap, reason, SpyreLoweringError))
+        verdict = _Verdict(decision, gap, (gap, reason, SpyreLoweringError))
+        verdict.by_op_rule = True
+        return verdict
     if decision is Decision.FALLBACK:
         return _Verdict(decision, rule.gap)
     for r in layout.active_rules(release, info.packet, settings.layout_checks):
@@ -716,10 +796,7 @@ def _decide(info: _OpInfo, hargs: Sequence[Any], hkwargs: dict[str, Any]) -> _Ve
             return _Verdict(Decision.UNSUPPORTED, r.gap, (r.gap, text, cls))
     found = []
     for m in miscompile.miscompiles_for(info.packet):
-        try:
-            state = release.gap_state(m.gap)
-        except Exception:
-            continue
+        state = release.gap_state(m.gap)  # an unknown gap id is a bug: it raises
         if state is GapState.MISCOMPILED or (
             decision is Decision.MISCOMPILED and rule.gap == m.gap
         ):
@@ -743,10 +820,7 @@ def _composite(info: _OpInfo) -> bool:
 
 
 def _gap_state_is(release: Release, gap: str, state: GapState) -> bool:
-    try:
-        return release.gap_state(gap) is state
-    except Exception:
-        return False
+    return release.gap_state(gap) is state
 
 
 def _generic(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
@@ -882,14 +956,17 @@ def _special(func: OpOverload, info: _OpInfo, args: Sequence[Any], kwargs: dict[
             h = x._host
             telemetry.count_transfer(False, _nbytes(h))
             hk = {k: v for k, v in kwargs.items() if k != "device"}
+            reads_as = getattr(x, READS_AS, None)
+            if reads_as is not None and hk.get("dtype") in (None, x.dtype):  # .cpu() names x.dtype
+                hk["dtype"] = reads_as
             return func(h, **hk)
         if type(x) is not SpyreTensor:  # host tensor with device=spyre: a transfer
             return host_to_device(x if "dtype" not in kwargs else x.to(kwargs["dtype"]))
         dtype = kwargs.get("dtype")
-        if dtype is None or dtype is x.dtype:
-            # same-dtype copy on the device
-            return _run(func, info, args, kwargs)
-        return _run(func, info, args, kwargs)
+        out = _run(func, info, args, kwargs)
+        if dtype in _FLOAT_WIDE and type(out) is SpyreTensor and out.dtype is not dtype:
+            setattr(out, READS_AS, dtype)  # stored as DL16, read back as the dtype cast to
+        return out
     if kind == "copy":
         dst, src = args[0], args[1]
         dst_dev, src_dev = type(dst) is SpyreTensor, type(src) is SpyreTensor

@@ -35,10 +35,15 @@ class SpyreLoweringError(SpyreSimError, RuntimeError):
     - ``gap``: the gap id from the catalogue (``"sin-cos"``);
     - ``closes_in``: the first release at or after ``release`` that closes the gap, or
       ``None`` when no known release does (``lasting`` gaps, or still open);
+    - ``runs_from``: the first release at or after ``release`` where the op runs at all (a
+      cpu-fallback counts), or ``None`` (no known release, or a layout rule);
     - ``lasting``: the gap is a lasting hardware property;
     - ``module_path``: dotted path of the ``nn.Module`` whose forward was running, or ``None``;
     - ``reason``: the rule that failed, in words;
-    - ``hints``: extra remedies added by layers above (e.g. the adapter that bridges the gap).
+    - ``hints``: extra remedies added by layers above (e.g. the adapter that bridges the gap);
+    - ``in_training``: raised in a training step: gradients enabled and the running model in
+      training mode with trainable parameters (the device is inference-only; such a stop is
+      out of scope, not a gap of inference).
     """
 
     def __init__(
@@ -54,6 +59,8 @@ class SpyreLoweringError(SpyreSimError, RuntimeError):
         lasting: bool = False,
         module_path: str | None = None,
         hints: Sequence[str] = (),
+        runs_from: str | None = None,
+        in_training: bool = False,
     ) -> None:
         self.op = op
         self.release = release
@@ -62,6 +69,8 @@ class SpyreLoweringError(SpyreSimError, RuntimeError):
         self.dtypes = tuple(dtypes)
         self.shapes = tuple(tuple(s) for s in shapes)
         self.closes_in = closes_in
+        self.runs_from = runs_from
+        self.in_training = in_training
         self.lasting = lasting
         self.module_path = module_path
         self.hints: list[str] = list(hints)
@@ -74,9 +83,15 @@ class SpyreLoweringError(SpyreSimError, RuntimeError):
 
     @property
     def closes(self) -> str:
-        """Where the gap closes, in words: a release, ``"lasting"`` or ``"still open"``."""
-        if self.closes_in is not None:
-            return f"closed in {self.closes_in}"
+        """Where the op first runs and the gap closes, in words: ``"closed in 2026.09"``,
+        ``"runs as a cpu-fallback from 2026.03, not lowered by any known release"``,
+        ``"lasting"`` or ``"still open"``."""
+        closed = f"closed in {self.closes_in}" if self.closes_in is not None else None
+        if self.runs_from is not None and self.runs_from != self.closes_in:
+            runs = f"runs (cpu-fallback) from {self.runs_from}"
+            return f"{runs}, {closed}" if closed else f"{runs}, not lowered by any known release"
+        if closed:
+            return closed
         return "lasting" if self.lasting else "still open"
 
     def __str__(self) -> str:

@@ -22,8 +22,11 @@ The exact shapes that trigger each layout rule (a stick is 64 elements of a 2-by
   those partial sticks. Real text: ``Unsupported stick expression``.
 - ``sub-stick-head``: (a) a ``view``/``reshape`` that splits the last (stick) dim into several
   dims whose new last dim is shorter than a stick, e.g. ``[b, s, 64] -> [b, s, 4, 16]`` (heads
-  of head_dim < 64); (b) a slice or split of the stick dim into two equal halves shorter than a
-  stick (stock rotate_half with head_dim < 128: SPYRE.md's "RoPE needs head_dim / 2 >= 64").
+  of head_dim < 64; a ``-1`` is resolved as ``view`` resolves it, and adding unit dims, as in
+  ``[4] -> [4, 1]``, is not a split); (b) a slice or split of a floating tensor's stick dim into
+  two equal halves shorter than a stick (stock rotate_half with head_dim < 128: "RoPE needs
+  head_dim / 2 >= 64"; integer index tensors cut in two are not RoPE and meet only
+  ``offset-slice``).
   Real text: ``Could not find a host dimension matching stick expr``.
 - ``offset-slice``: ``slice``/``split``/``select``/``unbind`` of the last dim at an offset
   that is not a multiple of 64. Real text: ``non-zero offset assertion in stickify``.
@@ -102,10 +105,9 @@ def rules() -> tuple[LayoutRule, ...]:
 
 
 def _gap_open(release: Release, gap: str) -> bool:
-    try:
-        return release.gap_open(gap)
-    except Exception:  # a user catalogue without this gap id: the rule does not apply
-        return False
+    # every release (a user one too: it extends a built-in one) knows every built-in gap id,
+    # so an unknown id is a misspelt rule: raise rather than switch the rule off
+    return release.gap_open(gap)
 
 
 def active_rules(release: Release, packet: str, layout_checks: bool) -> tuple[LayoutRule, ...]:
@@ -318,6 +320,8 @@ def _sub_stick(packet: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> s
                 f"pieces of {target[-1]} < {stick} elements (heads with head_dim < {stick})"
             )
         return None
+    if not x.is_floating_point():
+        return None  # rotary halves are float activations; index tensors meet offset-slice
     pieces = _pieces(packet, args, kwargs)
     half = last // 2
     halves = [p for p in pieces if p[1] == half]
@@ -330,17 +334,36 @@ def _sub_stick(packet: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> s
     return None
 
 
+def _inferred(x: torch.Tensor, target: Sequence[int]) -> list[int] | None:
+    """``target`` with a ``-1`` resolved as ``view`` resolves it (None if it cannot be)."""
+    sizes = [int(v) for v in target]
+    if sizes.count(-1) > 1:
+        return None
+    if -1 in sizes:
+        known = 1
+        for v in sizes:
+            if v != -1:
+                known *= v
+        if known == 0 or x.numel() % known:
+            return None
+        sizes[sizes.index(-1)] = x.numel() // known
+    return sizes
+
+
 def _splits_stick_dim(x: torch.Tensor, target: Sequence[int], stick: int) -> bool:
     """``x.view(target)`` keeps the leading dims and splits the last into >= 2 dims whose last
     is shorter than a stick."""
     lead = list(x.shape[:-1])
-    if len(target) <= x.dim() or list(target[: len(lead)]) != lead:
+    sizes = _inferred(x, target)
+    if sizes is None or len(sizes) <= x.dim() or sizes[: len(lead)] != lead:
         return False
-    tail = [int(v) for v in target[len(lead) :]]
+    tail = sizes[len(lead) :]
     prod = 1
     for v in tail:
         prod *= v
-    return prod == x.shape[-1] and 0 < tail[-1] < stick and tail[-1] < x.shape[-1]
+    # a split needs two real pieces: [4] -> [4, 1] only adds a unit dim (an unsqueeze)
+    pieces = sum(v > 1 for v in tail)
+    return prod == x.shape[-1] and 0 < tail[-1] < stick and tail[-1] < x.shape[-1] and pieces >= 2
 
 
 @layout_rule(

@@ -18,6 +18,16 @@ simply absent. When it exists it must expose:
   ``SpyreAdaptersError`` / ``SpyreSimError`` may propagate: ``main`` prints them and exits 3
   (2 for unknown releases or adapters).
 
+Output paths: declare every option naming a file or folder to write with
+``type=spyre_adapters.cli._output.output_file`` (or ``output_directory``), so a path that
+cannot be written is a usage error (exit 2) before any work, and write results with
+``spyre_adapters.cli._output.keep``, which keeps a result whose file fails after the work
+(fallback file or stdout) and makes ``main`` exit 4 unless the command failed otherwise.
+
+Import cost: the parser imports every subcommand module at each ``main`` call, so a module
+imports torch, Transformers or :mod:`spyre_sim` only inside ``run`` (``--version`` and
+``--help`` import none of them).
+
 ``audit --verify`` imports :mod:`spyre_adapters.verify` only when asked (it builds models);
 see :mod:`spyre_adapters.cli._audit` for the verdicts it reports.
 """

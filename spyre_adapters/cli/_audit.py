@@ -4,7 +4,9 @@ The report and its JSON schema are documented in :mod:`spyre_adapters.audit`. Ex
 when an adapter is overdue (or, with ``--strict``, retirable or retired), else 0. With
 ``--from R1 --to R2`` the output is the diff between the two releases and the gate is judged at
 R2. ``--waivers FILE`` reads waivers (format in :mod:`spyre_adapters.waivers`), judged on
-``--today`` (default: the current date).
+``--today`` (default: the current date); a waiver about an adapter or version that is not
+installed is invalid data (exit 3). Older versions that the resolved version supersedes at the
+release are listed with status ``superseded`` (never a gate finding).
 
 ``--verify`` runs :func:`spyre_adapters.verify.verify_retirable` (imported only then: it
 builds models) and adds a ``verification`` list to the document, one
@@ -87,10 +89,14 @@ def _row(row: AdapterStatus) -> list[str]:
 
 def _table(report: AuditReport) -> TableData:
     counts = ", ".join(f"{n} {s}" for s, n in report.counts().items() if n)
+    rows: list[list[str]] = []
+    for row in report.rows:
+        rows.append(_row(row))
+        rows += [_row(old) for old in report.superseded if old.name == row.name]
     return TableData(
         f"Adapters at stack {report.release}",
         ["adapter", "version", "status", "open gaps", "retirable in", "why"],
-        [_row(r) for r in report.rows],
+        rows,
         caption=counts or "no adapters installed",
         status_column=2,
         folding=frozenset({3, 5}),

@@ -1,21 +1,28 @@
 """``spyre-adapters check``: is the lock file still true?
 
-Exit status: 0 when every entry matches; 1 when an entry is stale (resolving the release now
-gives another set: re-pin); 3 when an entry is tampered (a manifest or implementation no longer
-hashes to the recorded value), or the lock is missing or malformed. Each finding names the
-release entry, the adapter and why.
+Exit status: 0 when every pin holds (a pin that a newer installed version supersedes at its
+release is reported, like ``pip list --outdated``, and does not fail; nor does a pinned
+version that a newer build of its distribution still ships unchanged); 1 when an entry is
+stale (resolving the release now gives another set, or a pinned version is not installed:
+re-pin); 3 when an entry is tampered (a manifest or implementation no longer hashes to the
+recorded value), or the lock is missing or malformed, or has a table for a release the
+catalogue does not know. Each finding names the release entry, the adapter and why; with
+nothing to report, the output says that the lock is current.
 
 JSON (``schema_version`` 1)::
 
     {"schema_version": 1, "kind": "check", "lock": "spyre-adapters.lock",
      "releases": ["2026.05"],
-     "findings": [{"release", "adapter", "kind": "stale"|"tampered", "message"}],
-     "passed": true}
+     "findings": [{"release", "adapter",
+                   "kind": "stale"|"tampered"|"superseded"|"provider",
+                   "message", "failing": true|false}],
+     "passed": true}                  # no failing finding
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from spyre_adapters.cli._context import registry_for
@@ -31,9 +38,10 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "check",
-        help="check the lock file: exit 1 when stale, 3 when tampered",
+        help="check the lock file: exit 1 when stale, 3 when tampered; report newer versions",
         description="Check that the lock file matches the installed adapters: stale entries "
-        "(resolution differs) exit 1, tampered ones (a hash differs) exit 3.",
+        "(resolution differs) exit 1, tampered ones (a hash differs) exit 3; pins that a newer "
+        "version supersedes are reported without failing.",
     )
     parser.add_argument(
         "--lock",
@@ -45,6 +53,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--stack", metavar="R", action="append", help="check only this release (repeatable)"
     )
     add_output_options(parser)
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,36 +73,57 @@ def run(args: argparse.Namespace) -> int:
         )
     lock = read_lock(path)
     registry = registry_for(args)
+    findings = check_lock(lock, registry, args.stack)
     lifecycle = Lifecycle(registry)
     specs = args.stack if args.stack else sorted(lock.entries)
     releases = [lifecycle.release(spec).name for spec in specs]
-    findings = check_lock(lock, registry, specs)
-    table = TableData(
-        f"Lock check of {path}",
-        ["release", "adapter", "finding", "why"],
-        [[f.release, f.adapter, f.kind, f.message] for f in findings],
-        caption=f"{len(releases)} release(s) checked: {', '.join(releases)}",
-        status_column=2,
-    )
+    checked = f"{_plural(len(releases), 'release', 'releases')} checked: {', '.join(releases)}"
     document = {
         "schema_version": 1,
         "kind": "check",
         "lock": str(path),
         "releases": list(releases),
         "findings": [
-            {"release": f.release, "adapter": f.adapter, "kind": f.kind, "message": f.message}
+            {
+                "release": f.release,
+                "adapter": f.adapter,
+                "kind": f.kind,
+                "message": f.message,
+                "failing": f.failing,
+            }
             for f in findings
         ],
-        "passed": not findings,
+        "passed": not any(f.failing for f in findings),
     }
-    emit(args, document, [table])
+    current = f"the lock is current: every pin matches what is installed ({checked})"
+    if not findings and args.format == "table" and not args.output:
+        sys.stdout.write(current + "\n")
+    else:
+        table = TableData(
+            f"Lock check of {path}",
+            ["release", "adapter", "finding", "why"],
+            [[f.release, f.adapter, f.kind, f.message] for f in findings]
+            or [["-", "-", "-", current]],
+            caption=checked,
+            status_column=2,
+        )
+        emit(args, document, [table])
     for finding in findings:
         diagnose(str(finding))
+    count = f"({len(releases)} release(s) checked)"
     if any(f.kind == "tampered" for f in findings):
         diagnose(f"{path} is tampered: review the changes, then re-pin")
         return ExitCode.INVALID
-    if findings:
+    if any(f.failing for f in findings):
         diagnose(f"{path} is stale: re-pin with `spyre-adapters pin --stack R`")
         return ExitCode.FINDINGS
-    diagnose(f"{path} is up to date ({len(releases)} release(s))")
+    newer = {(f.adapter, f.release) for f in findings if f.kind == "superseded"}
+    if newer:
+        pins = _plural(len(newer), "pin has", "pins have")
+        diagnose(
+            f"{path} holds {count}; {pins} a newer version: "
+            f"`spyre-adapters pin --upgrade NAME` moves one"
+        )
+        return ExitCode.OK
+    diagnose(f"{path} is current {count}")
     return ExitCode.OK

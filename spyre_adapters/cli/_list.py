@@ -1,10 +1,16 @@
-"""``spyre-adapters list``: every installed adapter version.
+"""``spyre-adapters list``: every installed adapter version, and where a newer one supersedes it.
+
+Versions of one adapter are installed side by side; the column ``superseded at`` lists the
+releases of the catalogue where a newer installed version is the one resolved instead
+(``every release`` when it is never resolved; ``-`` when it never is superseded).
 
 JSON (``schema_version`` 1)::
 
     {"schema_version": 1, "kind": "adapters",
      "adapters": [{"name", "version", "kind", "summary", "gaps", "families", "stacks",
-                   "retire_by", "entry_point", "order", "source"}]}
+                   "retire_by", "entry_point", "order", "source",
+                   "distribution": "spyre-adapters" | null, "distribution_version",
+                   "superseded_at": ["2026.07", ...]}]}
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ from typing import Any
 from spyre_adapters.cli._context import registry_for
 from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import TableData, add_output_options, emit
+from spyre_adapters.lifecycle import Lifecycle
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 
-__all__ = ["add_parser", "manifest_json", "run"]
+__all__ = ["add_parser", "manifest_json", "run", "superseded_at", "superseded_text"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def manifest_json(manifest: Manifest, registry: Registry) -> dict[str, Any]:
     """A manifest as JSON (shared by ``list`` and ``show``)."""
+    provider = registry.provider_of(manifest)
     return {
         "name": manifest.name,
         "version": str(manifest.version),
@@ -44,14 +52,37 @@ def manifest_json(manifest: Manifest, registry: Registry) -> dict[str, Any]:
         "entry_point": manifest.entry_point,
         "order": manifest.order,
         "source": registry.source_of(manifest),
+        "distribution": provider.distribution,
+        "distribution_version": provider.version,
     }
+
+
+def superseded_at(registry: Registry) -> dict[tuple[str, object], list[str]]:
+    """Per manifest key, the catalogue releases where a newer version supersedes it."""
+    lifecycle = Lifecycle(registry)
+    found: dict[tuple[str, object], list[str]] = {m.key: [] for m in registry.manifests()}
+    for release in registry.catalogue.releases:
+        for manifest in registry.manifests():
+            if lifecycle.superseded_by(manifest, release) is not None:
+                found[manifest.key].append(release.name)
+    return found
+
+
+def superseded_text(releases: list[str], registry: Registry) -> str:
+    """``-``, ``every release`` or the release names."""
+    if not releases:
+        return "-"
+    if len(releases) == len(registry.catalogue.releases):
+        return "every release"
+    return ", ".join(releases)
 
 
 def run(args: argparse.Namespace) -> int:
     registry = registry_for(args)
+    superseded = superseded_at(registry)
     table = TableData(
         "Installed adapters",
-        ["adapter", "version", "kind", "stacks", "gaps", "families", "order"],
+        ["adapter", "version", "kind", "stacks", "gaps", "families", "order", "superseded at"],
         caption=f"{len(registry)} adapter versions from plugins: {', '.join(registry.plugins) or 'none'}",
     )
     for m in registry.manifests():
@@ -64,12 +95,16 @@ def run(args: argparse.Namespace) -> int:
                 ", ".join(m.gaps),
                 ", ".join(m.families),
                 str(m.order),
+                superseded_text(superseded[m.key], registry),
             ]
         )
     document = {
         "schema_version": 1,
         "kind": "adapters",
-        "adapters": [manifest_json(m, registry) for m in registry.manifests()],
+        "adapters": [
+            {**manifest_json(m, registry), "superseded_at": superseded[m.key]}
+            for m in registry.manifests()
+        ],
     }
     emit(args, document, [table])
     return ExitCode.OK

@@ -12,7 +12,7 @@ from types import ModuleType
 
 from spyre_adapters.cli._context import add_global_options
 from spyre_adapters.cli._exitcodes import ExitCode
-from spyre_adapters.cli._output import diagnose
+from spyre_adapters.cli._output import diagnose, unsaved
 from spyre_adapters.errors import (
     SpyreAdaptersError,
     UnknownAdapterError,
@@ -92,10 +92,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         diagnose("error: a command is required (see --help)")
         return ExitCode.USAGE
-    from spyre_sim.errors import SpyreSimError
-
     try:
-        return int(run(args))
-    except (SpyreAdaptersError, SpyreSimError) as error:
+        code = int(run(args))
+    except Exception as error:
+        if not isinstance(error, SpyreAdaptersError) and not _is_sim_error(error):
+            raise
         diagnose(f"error: {error}")
         return _exit_code_of(error)
+    if code == ExitCode.OK and unsaved(args):
+        return ExitCode.WRITE_FAILED
+    return code
+
+
+def _is_sim_error(error: Exception) -> bool:
+    """Whether ``error`` is a ``SpyreSimError``, without importing :mod:`spyre_sim` (and torch)
+    for commands that never did: one can only have been raised once its module is loaded."""
+    errors = sys.modules.get("spyre_sim.errors")
+    return errors is not None and isinstance(error, errors.SpyreSimError)

@@ -1,58 +1,117 @@
-"""``spyre-adapters new NAME --gap G``: write a manifest skeleton for a new adapter.
+"""``spyre-adapters new NAME --gap G [--out DIR]``: a new third-party adapter package.
 
-Writes ``DIR/NAME/0.1.0.toml`` (``--dir``, default ``manifests``) with the gaps, the families it
-is meant for, a ``stacks`` range from ``--stack`` (default: the newest built-in release) up to
-the first release closing every gap, ``retire_by`` at that release for scaffolding, and a
-placeholder entry point. ``kind`` is ``permanent`` when every gap is lasting. Prints the path
-(stderr) and the text (stdout). Exit status: 0 written, 2 usage error (unknown gap, file exists
-without ``--force``).
+Creates DIR (default ``./NAME``) holding an installable package that registers the adapter
+the way the built-ins do: ``pyproject.toml`` with the ``spyre_adapters`` entry point, the
+manifest at ``src/PACKAGE/manifests/NAME/0.1.0.toml`` registered by the package's plugin hook,
+an implementation that declines every model until it is written, and a CPU-equivalence test
+(layout in :mod:`spyre_adapters.skeletons`). ``pip install ./DIR`` installs it as is and
+``spyre-adapters list`` lists it; nothing else changes until ``matches()`` is written.
+
+The manifest has the gaps, the families it is meant for, a ``stacks`` range from ``--stack``
+(default: the newest built-in release) up to the first release closing every gap, and
+``retire_by`` at that release for scaffolding; ``kind`` is ``permanent`` when every gap is
+lasting. PACKAGE is ``spyre_adapter_<NAME>`` (dashes as underscores) unless ``--package``.
+
+Refused before anything is written (exit 2): an invalid name, an unknown gap or release, an
+adapter name already registered, a DIR that exists and is not empty, a DIR inside the
+built-in manifests or a ``--manifests`` folder (a package there would be read as manifests),
+a DIR that cannot be created. The package is assembled in a temporary folder beside DIR and
+renamed into place, so it is never left half-written (exit 4 if writing fails anyway).
+Prints the files written (stdout) and the next steps (stderr).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
+import importlib.metadata
+import importlib.util
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
+from spyre_adapters._outputs import OutputPathError, check_directory
+from spyre_adapters.cli._context import registry_for
 from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import diagnose
 
-__all__ = ["add_parser", "run"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "new",
-        help="write a manifest skeleton for a new adapter",
-        description="Write DIR/NAME/0.1.0.toml: a manifest skeleton for a new adapter bridging "
-        "the given gaps.",
+        help="create a third-party adapter package (manifest, stub, test) in a new directory",
+        description="Create DIR (default ./NAME): an installable adapter package with the "
+        "spyre_adapters entry point, the manifest, an implementation that declines every model "
+        "until written, and a CPU-equivalence test. `pip install ./DIR` installs it as is.",
     )
-    parser.add_argument("name", help="adapter name (lowercase, digits and dashes)")
+    parser.add_argument("name", help="adapter name (lower-case letters, digits, single dashes)")
     parser.add_argument(
         "--gap", action="append", required=True, metavar="G", help="gap id; repeatable"
     )
-    parser.add_argument("--family", action="append", default=[], metavar="F", help="model type")
+    parser.add_argument(
+        "--family", action="append", default=[], metavar="F", help="model type; repeatable"
+    )
     parser.add_argument("--stack", metavar="R", help="first release (default: the newest)")
     parser.add_argument("--kind", choices=("scaffolding", "permanent"), help="default: by gaps")
-    parser.add_argument("--entry-point", metavar="MODULE:OBJECT", help="implementation")
-    parser.add_argument("--dir", type=Path, default=Path("manifests"), help="manifest folder")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing file")
+    parser.add_argument("--summary", metavar="TEXT", help="one line: what the adapter changes")
+    parser.add_argument(
+        "--package", metavar="NAME", help="import package (default: spyre_adapter_<NAME>)"
+    )
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="directory to create (default: ./NAME)"
+    )
+
+
+def _manifest_roots(args: argparse.Namespace) -> list[Path]:
+    """The built-in manifests folder(s) and every ``--manifests`` folder, resolved."""
+    roots = [Path(d) for d in getattr(args, "manifests", [])]
+    spec = importlib.util.find_spec("spyre_adapters.manifests")
+    if spec is not None and spec.submodule_search_locations:
+        roots.extend(Path(p) for p in spec.submodule_search_locations)
+    return [r.resolve() for r in roots]
+
+
+def _refusal(target: Path, args: argparse.Namespace) -> str | None:
+    """Why the package may not be created at ``target`` (``None`` when it may)."""
+    resolved = target.resolve()
+    for root in _manifest_roots(args):
+        if resolved == root or root in resolved.parents:
+            return (
+                f"{target} is inside the manifests folder {root}: every TOML file there is read "
+                "as a manifest; create the package elsewhere (e.g. --out ../NAME) and install it"
+            )
+    if target.exists() and not target.is_dir():
+        return f"{target} exists and is not a directory; choose a new directory with --out"
+    if target.is_dir() and any(target.iterdir()):
+        return f"{target} exists and is not empty; `new` never writes over files: choose a new directory with --out"
+    try:
+        check_directory(target)
+    except OutputPathError as error:
+        return str(error)
+    return None
+
+
+def _requirement() -> str:
+    try:
+        return f"spyre-adapters>={importlib.metadata.version('spyre-adapters')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "spyre-adapters"
 
 
 def run(args: argparse.Namespace) -> int:
-    from spyre_adapters.stacks import default_catalogue
-    from spyre_adapters.triage import manifest_skeleton
+    from spyre_adapters.manifest import parse_manifest
+    from spyre_adapters.skeletons import AdapterPackage, manifest_skeleton, package_files
 
-    catalogue = default_catalogue()
-    if not _NAME.match(args.name):
-        diagnose(
-            f"error: adapter name {args.name!r} must be lowercase letters, digits and dashes, "
-            "e.g. rope-rotation"
-        )
-        return ExitCode.USAGE
+    registry = registry_for(args)
+    catalogue = registry.catalogue
     unknown = [g for g in args.gap if g not in catalogue.gaps]
     if unknown:
         diagnose(
@@ -62,22 +121,88 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     release = args.stack or catalogue.releases[-1].name
     if release not in [r.name for r in catalogue.releases]:
-        diagnose(f"error: unknown release {release!r}")
+        diagnose(
+            f"error: unknown release {release!r}; known: "
+            + ", ".join(r.name for r in catalogue.releases)
+        )
         return ExitCode.USAGE
-    text = manifest_skeleton(
-        args.name,
-        list(args.gap),
-        list(args.family),
-        release,
+    spec = AdapterPackage(
+        name=args.name,
+        gaps=tuple(args.gap),
+        families=tuple(args.family),
+        release=release,
+        package=args.package or AdapterPackage.default_package(args.name),
         kind=args.kind,
-        entry_point=args.entry_point,
+        summary=args.summary,
+        requires=_requirement(),
     )
-    path = args.dir / args.name / "0.1.0.toml"
-    if path.exists() and not args.force:
-        diagnose(f"error: {path} exists; pass --force to overwrite it")
+    manifest = manifest_skeleton(
+        spec.name,
+        spec.gaps,
+        spec.families,
+        release,
+        kind=spec.kind,
+        entry_point=spec.entry_point,
+        summary=spec.summary,
+    )
+    where = f"{spec.name}/0.1.0.toml"
+    _, found = parse_manifest(
+        tomllib.loads(manifest), where=where, catalogue=catalogue, check_entry_point=False
+    )
+    problems = [*map(str, found), *spec.problems()]
+    if spec.name in registry:
+        sources = sorted({registry.source_of(m) for m in registry.versions(spec.name)})
+        problems.append(
+            f"adapter {spec.name!r} is already registered ({'; '.join(sources)}); choose another name"
+        )
+    if args.package and importlib.util.find_spec(spec.package) is not None:
+        problems.append(f"a module named {spec.package!r} is already importable; choose another")
+    target: Path = args.out if args.out is not None else Path(spec.name)
+    refusal = _refusal(target, args)
+    if refusal is not None:
+        problems.append(refusal)
+    if problems:
+        for problem in problems:
+            diagnose(f"error: {problem}")
         return ExitCode.USAGE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    diagnose(f"wrote {path}")
-    sys.stdout.write(text)
+    files = package_files(spec, manifest)
+    try:
+        _create(target, files)
+    except OSError as error:
+        diagnose(f"error: could not create {target} ({error}); nothing was left behind")
+        return ExitCode.WRITE_FAILED
+    for relative in files:
+        sys.stdout.write(f"{target / relative}\n")
+    diagnose(
+        f"created {target}: adapter {spec.name} in package {spec.package}; it declines every "
+        f"model until matches() and apply() are written in "
+        f"{target / 'src' / spec.package / 'adapter.py'}; then `pip install -e {target}` and "
+        f"`spyre-adapters list`"
+    )
     return ExitCode.OK
+
+
+def _create(target: Path, files: dict[str, str]) -> None:
+    """Write ``files`` under a temporary folder beside ``target``, then rename it into place
+    (an empty ``target`` is replaced); on failure nothing is left."""
+    parent = target.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
+    try:
+        for relative, text in files.items():
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        os.chmod(staging, 0o777 & ~_umask())
+        if target.is_dir():
+            target.rmdir()  # empty (checked before)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

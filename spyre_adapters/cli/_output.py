@@ -4,6 +4,12 @@ Data goes to stdout (or to ``-o FILE``), diagnostics to stderr. Rich tables hono
 and use a fixed width (120 columns) and no colour when stdout is not a terminal, so output in
 tests and CI logs is stable. Subcommand modules (built-in or extension) call
 :func:`add_output_options` on their parser and :func:`emit` with their JSON document and tables.
+
+Output paths are checked when the command line is parsed, before any work: options declared
+with ``type=output_file`` (``-o`` is) or ``type=output_directory`` exit 2 naming the path and
+what is wrong with it. A result whose file cannot be written after the work anyway is kept
+(:func:`keep`: a fallback file, or stdout) and the command exits 4
+(:attr:`~spyre_adapters.cli._exitcodes.ExitCode.WRITE_FAILED`) unless it already failed.
 """
 
 from __future__ import annotations
@@ -22,7 +28,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["FORMATS", "TableData", "add_output_options", "diagnose", "emit", "make_console"]
+from spyre_adapters._outputs import OutputPathError, Saved, check_directory, check_file, save
+
+__all__ = [
+    "FORMATS",
+    "TableData",
+    "add_output_options",
+    "diagnose",
+    "emit",
+    "keep",
+    "make_console",
+    "output_directory",
+    "output_file",
+    "unsaved",
+]
 
 FORMATS = ("table", "json", "markdown")
 _WIDTH = 120
@@ -51,8 +70,24 @@ class TableData:
     folding: frozenset[int] | None = None
 
 
+def output_file(text: str) -> Path:
+    """An ``argparse`` type: a file path that can be written (checked at parse time)."""
+    try:
+        return check_file(text)
+    except OutputPathError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def output_directory(text: str) -> Path:
+    """An ``argparse`` type: a directory that exists or can be created, and is writable."""
+    try:
+        return check_directory(text)
+    except OutputPathError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def add_output_options(parser: argparse.ArgumentParser) -> None:
-    """``--format table|json|markdown`` and ``-o/--output FILE``."""
+    """``--format table|json|markdown`` and ``-o/--output FILE`` (checked at parse time)."""
     parser.add_argument(
         "--format",
         choices=FORMATS,
@@ -60,7 +95,11 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
         help="table for people (default), json for machines (documented schema), markdown",
     )
     parser.add_argument(
-        "-o", "--output", metavar="FILE", help="write the data to FILE instead of stdout"
+        "-o",
+        "--output",
+        metavar="FILE",
+        type=output_file,
+        help="write the data to FILE instead of stdout",
     )
 
 
@@ -134,15 +173,32 @@ def emit(args: argparse.Namespace, document: dict[str, Any], tables: Sequence[Ta
     else:
         text = None
     if output:
-        Path(output).write_text(text if text is not None else _plain(tables), encoding="utf-8")
-        diagnose(f"wrote {output}")
-        return
+        text = text if text is not None else _plain(tables)
+        if keep(args, Path(output), text, "the output") is not None:
+            return
     if text is not None:
         sys.stdout.write(text)
         return
     console = make_console(sys.stdout)
     for table in tables:
         console.print(_rich(table))
+
+
+def keep(args: argparse.Namespace, path: Path, text: str, what: str) -> Path | None:
+    """Write ``text`` to ``path``, or keep it when that fails: in a fallback file, else on
+    stdout (when ``None`` is returned the caller prints it; :func:`emit` does). Says where on
+    stderr; a failure is recorded on ``args`` (see :func:`unsaved`)."""
+    saved = save(path, text)
+    diagnose(saved.message(what))
+    if not saved.ok:
+        args._unsaved = [*unsaved(args), saved]
+    return saved.path
+
+
+def unsaved(args: argparse.Namespace) -> list[Saved]:
+    """The outputs of this run that could not be written where asked."""
+    value = getattr(args, "_unsaved", None)
+    return list(value) if isinstance(value, list) else []
 
 
 def diagnose(message: str) -> None:

@@ -1,10 +1,14 @@
 """``spyre-adapters show NAME``: one adapter's manifest and its status at every release.
 
+The manifest table adds what a lock records for that version: the sha256 of the manifest
+file and of the implementation (:mod:`spyre_adapters.implementation`), and the distribution
+providing it; these are the values ``manifests/released.sha256`` records for a built-in release.
+
 JSON (``schema_version`` 1)::
 
     {"schema_version": 1, "kind": "adapter",
-     "adapter": {...as in `list`...},            # the version shown (default: highest)
-     "versions": ["1.0", "2.0"],
+     "adapter": {...as in `list`..., "manifest_sha256", "implementation_sha256"},
+     "versions": ["1.0", "2.0"],                  # the version shown: default the highest
      "timeline": [{"release", "version", "status", "open_gaps", "retirable_in"}]}
 """
 
@@ -14,9 +18,11 @@ import argparse
 
 from spyre_adapters.cli._context import registry_for
 from spyre_adapters.cli._exitcodes import ExitCode
-from spyre_adapters.cli._list import manifest_json
+from spyre_adapters.cli._list import manifest_json, superseded_at, superseded_text
 from spyre_adapters.cli._output import TableData, add_output_options, emit
+from spyre_adapters.implementation import implementation_sha256
 from spyre_adapters.lifecycle import Lifecycle
+from spyre_adapters.lock import manifest_sha256
 
 __all__ = ["add_parser", "run"]
 
@@ -38,12 +44,20 @@ def run(args: argparse.Namespace) -> int:
     manifest = registry.get(args.name, args.adapter_version)
     lifecycle = Lifecycle(registry)
     timeline = lifecycle.timeline(args.name)
-    details = manifest_json(manifest, registry)
+    details = {
+        **manifest_json(manifest, registry),
+        "superseded_at": superseded_at(registry)[manifest.key],
+        "manifest_sha256": manifest_sha256(manifest),
+        "implementation_sha256": implementation_sha256(manifest),
+    }
     fields = TableData(f"Adapter {manifest.label}", ["key", "value"])
     for key, value in details.items():
-        shown = (
-            ", ".join(value) if isinstance(value, list) else ("-" if value is None else str(value))
-        )
+        if key == "superseded_at":
+            shown = superseded_text(list(value), registry)
+        elif isinstance(value, list):
+            shown = ", ".join(value)
+        else:
+            shown = "-" if value is None else str(value)
         fields.rows.append([key, shown])
     steps = TableData(
         f"{manifest.name} by release (auto-retire on)",

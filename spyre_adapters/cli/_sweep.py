@@ -5,24 +5,41 @@ Transformers with a base model, at every built-in release), each family in its o
 process with a time limit, ``--jobs`` at a time, with a progress bar on stderr. Families that
 do not build from their config are reported as ``build-failed`` / ``reference-failed`` and left
 out of the coverage denominators (``built``). Categories and the JSON schema are documented in
-:mod:`spyre_adapters.sweep`; ``--json FILE`` and ``--html FILE`` write the full results and an
-offline HTML page next to the terminal output.
+:mod:`spyre_adapters.sweep`.
+
+Next to the terminal tables, every sweep saves its full results, since a sweep takes minutes
+to hours and the tables keep only the verdicts: ``--out DIR`` (default ``sweep-out``) gets
+``sweep.json`` (the document), ``sweep.html`` (the offline page) and ``results.jsonl`` (one
+line per result as soon as its family is done, to watch a long sweep or salvage a killed one;
+started afresh by each sweep). ``--json FILE``, ``--html FILE`` and ``--log FILE`` put one of
+them elsewhere (``--log`` appends). Every path is checked before the first family runs.
 
 For sweeps across machines use the pytest items instead (same workers, same classification)::
 
     pytest -p spyre_adapters.sweep_items --sweep-out DIR -n auto
 
-Exit status: 0 when the sweep ran (whatever the verdicts), 2 for usage errors.
+Exit status: 0 when the sweep ran (whatever the verdicts), 2 for usage errors (an output path
+that cannot be written included), 4 when a result file could not be written after the sweep
+(it was kept in a fallback file, or printed: stderr says where).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from spyre_adapters._outputs import OutputPathError, check_file
 from spyre_adapters.cli._exitcodes import ExitCode
-from spyre_adapters.cli._output import add_output_options, diagnose, emit
+from spyre_adapters.cli._output import (
+    add_output_options,
+    diagnose,
+    emit,
+    keep,
+    output_directory,
+    output_file,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -53,10 +70,24 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="seconds per (family, release) before a worker is killed (default 300)",
     )
     parser.add_argument("--limit", type=int, help="only the first N families (sorted)")
-    parser.add_argument("--json", dest="json_file", type=Path, help="write the results JSON here")
-    parser.add_argument("--html", dest="html_file", type=Path, help="write the HTML page here")
     parser.add_argument(
-        "--log", type=Path, help="append each result as a JSON line as soon as it is known"
+        "--out",
+        type=output_directory,
+        default="sweep-out",
+        metavar="DIR",
+        help="save sweep.json, sweep.html and results.jsonl here (default: sweep-out)",
+    )
+    parser.add_argument(
+        "--json", dest="json_file", type=output_file, metavar="FILE", help="the JSON here instead"
+    )
+    parser.add_argument(
+        "--html", dest="html_file", type=output_file, metavar="FILE", help="the page here instead"
+    )
+    parser.add_argument(
+        "--log",
+        type=output_file,
+        metavar="FILE",
+        help="append each result as a JSON line here instead of DIR/results.jsonl",
     )
     parser.add_argument(
         "--no-matrix", dest="matrix", action="store_false", help="summary tables only"
@@ -68,8 +99,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
+    from spyre_adapters._sweep_html import render as render_html
     from spyre_adapters.families import candidate_families
-    from spyre_adapters.sweep import default_releases, report_tables, run_sweep, write_html
+    from spyre_adapters.sweep import default_releases, report_tables, run_sweep
 
     known = candidate_families()
     families = list(args.families) or known
@@ -92,6 +124,17 @@ def run(args: argparse.Namespace) -> int:
         diagnose(f"error: --jobs must be >= 1 (got {args.jobs})")
         return ExitCode.USAGE
     families = sorted(families)[: args.limit] if args.limit else sorted(families)
+    try:
+        json_file, html_file, log = _outputs(args)
+    except OutputPathError as error:
+        diagnose(f"error: {error}")
+        return ExitCode.USAGE
+    except OSError as error:
+        diagnose(
+            f"error: cannot write in {error.filename or args.out}: {error.strerror or error} "
+            "(choose another --out)"
+        )
+        return ExitCode.USAGE
     report = run_sweep(
         families,
         releases,
@@ -100,14 +143,36 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         timeout=args.timeout,
         progress=args.progress,
-        log=args.log,
+        log=log,
     )
     document = report.to_json()
-    if args.json_file:
-        args.json_file.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-        diagnose(f"wrote {args.json_file}")
-    if args.html_file:
-        write_html(report, args.html_file)
-        diagnose(f"wrote {args.html_file}")
+    json_text = json.dumps(document, indent=1) + "\n"
+    html_text = render_html(document)
+    # a result no file could take is printed after the tables (never lost)
+    to_print = []
+    if keep(args, json_file, json_text, "the sweep JSON") is None and not (
+        args.format == "json" and args.output is None  # emit prints this very document
+    ):
+        to_print.append(json_text)
+    if keep(args, html_file, html_text, "the sweep page") is None:
+        to_print.append(html_text)
     emit(args, document, report_tables(report, matrix=args.matrix))
+    for text in to_print:
+        sys.stdout.write(text)
     return ExitCode.OK
+
+
+def _outputs(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+    """The JSON, HTML and log paths; creates ``--out`` when a default is used, starts the
+    default log afresh, and checks every path (before any family runs)."""
+    out: Path = args.out
+    json_file = args.json_file or out / "sweep.json"
+    html_file = args.html_file or out / "sweep.html"
+    log = args.log or out / "results.jsonl"
+    if not (args.json_file and args.html_file and args.log):
+        out.mkdir(parents=True, exist_ok=True)
+    for path in (json_file, html_file, log):
+        check_file(path)
+    if args.log is None:
+        log.write_text("", encoding="utf-8")
+    return json_file, html_file, log

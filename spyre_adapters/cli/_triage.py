@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from spyre_adapters.cli._context import registry_for
 from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import TableData, add_output_options, diagnose, emit
-from spyre_adapters.families import REALISTIC, TINY, FamilyBuildError, build_family
 from spyre_adapters.stacks import release_of
-from spyre_adapters.triage import TriageResult, build_variants, triage
+
+if TYPE_CHECKING:
+    from spyre_adapters.triage import TriageResult
 
 __all__ = ["add_parser", "run"]
 
@@ -142,7 +143,11 @@ def _tables(results: list[TriageResult]) -> list[TableData]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # torch and Transformers only here: the parser is built for every command
     from transformers import CONFIG_MAPPING
+
+    from spyre_adapters.families import REALISTIC, TINY, FamilyBuildError, build_family
+    from spyre_adapters.triage import build_variants, triage
 
     if args.family not in CONFIG_MAPPING:
         diagnose(

@@ -15,10 +15,8 @@ Every remaining ``transformers`` ``Conv1D`` (GPT-2's ``addmm`` on a flattened vi
 equivalent ``nn.Linear`` with the transposed weight.
 
 Matched structurally: a ``Conv1D``, or a ``Linear``/``Conv1D`` named ``c_attn`` (parent with
-``split_size``), ``qkv_proj`` (parent config with head counts and ``head_dim``; from 1.0.1 also
-CodeGen's, whose parent has ``mp_num`` model-parallel shards), ``query_key_value`` (GPT-NeoX's
-head-major layout) or ``gate_up_proj`` (two equal halves) whose part sizes add up to its
-output width.
+``split_size``), ``qkv_proj`` (parent config with head counts and ``head_dim``) or
+``gate_up_proj`` (two equal halves) whose part sizes add up to its output width.
 """
 
 from __future__ import annotations
@@ -30,13 +28,7 @@ from torch import nn
 
 from spyre_adapters.contract import ModelEdit
 
-__all__ = [
-    "FusedProjectionSplit",
-    "ProjectionParts",
-    "SplitProjection",
-    "adapter",
-    "adapter_1_0_1",
-]
+__all__ = ["FusedProjectionSplit", "ProjectionParts", "SplitProjection", "adapter"]
 
 
 class ProjectionParts:
@@ -46,18 +38,11 @@ class ProjectionParts:
     ``groups`` blocks, each the concatenation of one ``1/groups`` slice of every part. Such a
     result only answers a ``view`` that splits the last dim into ``(groups, block)``, which
     yields an ordinary (``groups == 1``) result.
-
-    ``head_views`` (version 1.0.1): a head-major layout of a single head (``groups == 1``, a
-    GPT-NeoX with one attention head) also answers the ``view`` into ``(1, block)``. Version
-    1.0.0 refused it at run time.
     """
 
-    def __init__(
-        self, parts: tuple[torch.Tensor, ...], groups: int = 1, *, head_views: bool = False
-    ) -> None:
+    def __init__(self, parts: tuple[torch.Tensor, ...], groups: int = 1) -> None:
         self.parts = parts
         self.groups = groups
-        self.head_views = head_views
         self.sizes = tuple(int(p.shape[-1]) for p in parts)
 
     @property
@@ -124,8 +109,7 @@ class ProjectionParts:
         ]
         lead = list(self.parts[0].shape[:-1])
         total = sum(self.sizes)
-        heads = self.groups > 1 or self.head_views
-        if len(target) == len(lead) + 2 and target[: len(lead)] == lead and heads:
+        if len(target) == len(lead) + 2 and target[: len(lead)] == lead and self.groups > 1:
             block = target[-1]
             if target[-2] in (-1, self.groups) and block * self.groups == total:
                 return ProjectionParts(
@@ -160,18 +144,15 @@ class ProjectionParts:
 
 
 class SplitProjection(nn.Module):
-    """One ``Linear`` per part of a fused projection; forward returns :class:`ProjectionParts`
-    (``head_views``: see there)."""
+    """One ``Linear`` per part of a fused projection; forward returns :class:`ProjectionParts`."""
 
-    def __init__(self, parts: list[nn.Linear], groups: int = 1, head_views: bool = False) -> None:
+    def __init__(self, parts: list[nn.Linear], groups: int = 1) -> None:
         super().__init__()
         self.parts = nn.ModuleList(parts)
         self.groups = groups
-        self.head_views = head_views
 
     def forward(self, hidden_states: torch.Tensor) -> ProjectionParts:
-        parts = tuple(part(hidden_states) for part in self.parts)
-        return ProjectionParts(parts, self.groups, head_views=self.head_views)
+        return ProjectionParts(tuple(part(hidden_states) for part in self.parts), self.groups)
 
 
 def _weight_and_bias(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -205,21 +186,12 @@ def _out_features(module: nn.Module) -> int:
 
 
 def _part_sizes(
-    name: str, module: nn.Module, parent: nn.Module, config: Any, shards: bool = False
+    name: str, module: nn.Module, parent: nn.Module, config: Any
 ) -> tuple[list[int], int] | None:
-    """``(part sizes, head groups)`` of a fused projection (``query_key_value``: head-major
-    layout, one group per head; with ``shards``, CodeGen's ``qkv_proj``: one group per
-    model-parallel shard, ``mp_num`` of them)."""
+    """``(part sizes, head groups)`` of a fused projection (groups > 1: head-major layout)."""
     if not (isinstance(module, nn.Linear) or _is_conv1d(module)):
         return None
     out = _out_features(module)
-    shard_count = getattr(parent, "mp_num", None)
-    if shards and name == "qkv_proj" and isinstance(shard_count, int) and shard_count > 0:
-        # CodeGen: the fused output is mp_num blocks of [q_i | v_i | k_i]; 1.0.0 cuts it as
-        # [q | k | v] (below), and the forward's view into shards then fails
-        if out % (3 * shard_count):
-            return None
-        return [out // 3] * 3, shard_count
     heads = getattr(config, "num_attention_heads", None)
     head_size = getattr(parent, "head_size", None)
     if (
@@ -245,15 +217,14 @@ def _part_sizes(
     return (sizes, 1) if sizes is not None and sum(sizes) == out else None
 
 
-def _plan(model: nn.Module, shards: bool = False) -> list[tuple[str, tuple[list[int], int] | None]]:
+def _plan(model: nn.Module) -> list[tuple[str, tuple[list[int], int] | None]]:
     """``(path, (part sizes, groups))`` for fused projections, ``(path, None)`` for Conv1D."""
     config = getattr(model, "config", None)
     plan: list[tuple[str, tuple[list[int], int] | None]] = []
     for parent_path, parent in model.named_modules():
         for name, child in parent.named_children():
             path = f"{parent_path}.{name}" if parent_path else name
-            owner = getattr(parent, "config", config)
-            sizes = _part_sizes(name, child, parent, owner, shards)
+            sizes = _part_sizes(name, child, parent, getattr(parent, "config", config))
             if sizes is not None:
                 plan.append((path, sizes))
             elif _is_conv1d(child):
@@ -262,21 +233,13 @@ def _plan(model: nn.Module, shards: bool = False) -> list[tuple[str, tuple[list[
 
 
 class FusedProjectionSplit:
-    """The ``fused-projection-split`` adapter (see the module docstring).
-
-    ``revised=False`` is version 1.0.0. ``True`` is version 1.0.1: the head-major split of a
-    single head answers the view into that head (see :class:`ProjectionParts`), and CodeGen's
-    ``qkv_proj`` is split by model-parallel shard (1.0.0 matched it, cut it as ``[q | k | v]``
-    and failed at run time)."""
-
-    def __init__(self, *, revised: bool = False) -> None:
-        self.revised = revised
+    """The ``fused-projection-split`` adapter (see the module docstring)."""
 
     def matches(self, model: nn.Module) -> bool:
-        return bool(_plan(model, self.revised))
+        return bool(_plan(model))
 
     def apply(self, model: nn.Module, edit: ModelEdit) -> None:
-        plan = _plan(model, self.revised)
+        plan = _plan(model)
         if not plan:
             raise ValueError(
                 f"fused-projection-split does not apply to {type(model).__name__}: no Conv1D and "
@@ -289,7 +252,6 @@ class FusedProjectionSplit:
                 edit.replace_module(path, _linear(weight, bias))
                 continue
             sizes, groups = layout
-            head_major = path.rpartition(".")[2] == "query_key_value"
             # rows of each part: head-major layouts take one slice of every head block
             block = sum(sizes) // groups
             rows = torch.arange(sum(sizes)).view(groups, block)
@@ -301,11 +263,7 @@ class FusedProjectionSplit:
                 part_bias = None if bias is None else bias[index]
                 parts.append(_linear(weight[index], part_bias))
                 offset += width
-            views = self.revised and head_major
-            edit.replace_module(path, SplitProjection(parts, groups, views))
+            edit.replace_module(path, SplitProjection(parts, groups))
 
 
 adapter = FusedProjectionSplit()
-"""Version 1.0.0."""
-adapter_1_0_1 = FusedProjectionSplit(revised=True)
-"""Version 1.0.1 (see :class:`FusedProjectionSplit`)."""

@@ -308,7 +308,9 @@ def test_pin_then_check(run: Run, tmp_path: Path) -> None:
     assert "gamma" in result.out
     check = run("check", "--lock", str(lock))
     assert check.code == ExitCode.OK
-    assert check.err == f"spyre-adapters: {lock} is up to date (2 release(s))\n"
+    assert check.err == f"spyre-adapters: {lock} is current (2 release(s) checked)\n"
+    assert "the lock is current: every pin matches what is installed" in check.out
+    assert "finding" not in check.out  # no empty table
 
 
 def test_pin_defaults_to_the_working_directory(
@@ -325,19 +327,57 @@ def test_check_stale_lock_exits_1(run: Run, tmp_path: Path) -> None:
     run("pin", "--stack", "2026.05", "-o", str(lock))
     newer = tmp_path / "manifests"
     shutil.copytree(DATA / "valid", newer)
-    text = (newer / "alpha" / "2.0.toml").read_text().replace('version = "2.0"', 'version = "2.1"')
-    (newer / "alpha" / "2.1.toml").write_text(text)
+    (newer / "zeta").mkdir()
+    text = (newer / "gamma" / "1.0.toml").read_text().replace('"gamma"', '"zeta"')
+    (newer / "zeta" / "1.0.toml").write_text(text.replace('["mem-pool"]', '["sin-cos"]'))
     result = run("check", "--lock", str(lock), "--format", "json", manifests=newer)
     assert result.code == ExitCode.FINDINGS
     assert result.json()["findings"] == [
         {
             "release": "2026.05",
-            "adapter": "alpha",
+            "adapter": "zeta",
             "kind": "stale",
-            "message": "the lock pins version 2.0, resolution now gives 2.1",
+            "message": "resolution now applies zeta 1.0, which the lock does not pin",
+            "failing": True,
         }
     ]
     assert "is stale" in result.err
+
+
+def test_check_reports_a_superseded_pin_without_failing_and_pin_upgrade_moves_it(
+    run: Run, tmp_path: Path
+) -> None:
+    lock = tmp_path / "x.lock"
+    run("pin", "--stack", "2026.05", "--stack", "2026.09", "-o", str(lock))
+    newer = tmp_path / "manifests"
+    shutil.copytree(DATA / "valid", newer)
+    text = (newer / "alpha" / "2.0.toml").read_text().replace('version = "2.0"', 'version = "2.1"')
+    (newer / "alpha" / "2.1.toml").write_text(text)
+    result = run("check", "--lock", str(lock), "--format", "json", manifests=newer)
+    assert result.code == ExitCode.OK, result.err
+    document = result.json()
+    assert document["passed"] is True
+    assert document["findings"] == [
+        {
+            "release": "2026.05",
+            "adapter": "alpha",
+            "kind": "superseded",
+            "message": "pinned 2.0; 2.1 supersedes it at 2026.05 (`spyre-adapters pin "
+            "--upgrade alpha` moves the pin)",
+            "failing": False,
+        }
+    ]
+    assert "1 pin has a newer version" in result.err
+    table = run("check", "--lock", str(lock), manifests=newer)
+    assert "superseded" in table.out
+
+    moved = run("pin", "--upgrade", "alpha", "-o", str(lock), manifests=newer)
+    assert moved.code == ExitCode.OK, moved.err
+    assert "alpha 2.0 -> 2.1 at 2026.05" in moved.err
+    after = run("check", "--lock", str(lock), manifests=newer)
+    assert after.code == ExitCode.OK
+    assert after.err == f"spyre-adapters: {lock} is current (2 release(s) checked)\n"
+    assert "the lock is current" in after.out
 
 
 def test_check_tampered_lock_exits_3(run: Run, tmp_path: Path) -> None:
@@ -359,7 +399,7 @@ def test_check_without_a_lock_or_with_a_broken_one(run: Run, tmp_path: Path) -> 
     assert missing.code == ExitCode.INVALID
     assert "no lock file here; create it with `spyre-adapters pin --stack R`" in missing.err
     broken = tmp_path / "broken.lock"
-    broken.write_text("schema_version = 1\nreleases = 3\n")
+    broken.write_text("schema_version = 2\nreleases = 3\n")
     result = run("check", "--lock", str(broken))
     assert result.code == ExitCode.INVALID
     assert f"{broken}: releases: expected a table of releases" in result.err
@@ -416,3 +456,82 @@ def test_colour_on_a_terminal_unless_no_color(monkeypatch: pytest.MonkeyPatch) -
     plain = _Terminal()
     make_console(plain).print(_rich(table))  # type: ignore[arg-type]
     assert not colour.search("".join(plain.parts))  # bold may stay: NO_COLOR is about colour
+
+
+def test_pin_checks_the_output_path_before_any_work(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_registry(args: object) -> None:
+        raise AssertionError("the registry was built before the output path was checked")
+
+    monkeypatch.setattr("spyre_adapters.cli._pin.registry_for", no_registry)
+    missing = tmp_path / "nonexistent" / "dir" / "x.lock"
+    result = run("pin", "--stack", "2026.05", "-o", str(missing))
+    assert result.code == ExitCode.USAGE
+    assert result.err == (
+        f"spyre-adapters: error: cannot write {missing}: the folder {missing.parent} does not "
+        "exist (create it first)\n"
+    )
+    folder = run("pin", "--stack", "2026.05", "-o", str(tmp_path))
+    assert folder.code == ExitCode.USAGE
+    assert "is a folder; name a file" in folder.err
+    nothing = run("pin")
+    assert nothing.code == ExitCode.USAGE
+    assert "pin needs --stack R (pin releases) or --upgrade NAME" in nothing.err
+    upgrade = run("pin", "--upgrade", "alpha", "-o", str(tmp_path / "none.lock"))
+    assert upgrade.code == ExitCode.USAGE
+    assert "no lock file" in upgrade.err
+
+
+def test_check_a_table_for_an_unknown_release_exits_3_naming_the_lock(
+    run: Run, tmp_path: Path
+) -> None:
+    lock = tmp_path / "x.lock"
+    run("pin", "--stack", "2026.05", "-o", str(lock))
+    lock.write_text(lock.read_text().replace('"2026.05"', '"2026.04"'))
+    result = run("check", "--lock", str(lock))
+    assert result.code == ExitCode.INVALID
+    assert f"{lock}: releases.\"2026.04\": '2026.04' is not a release of the stack catalogue" in (
+        result.err
+    )
+
+
+def test_audit_with_a_waiver_for_an_adapter_not_installed_exits_3(run: Run, tmp_path: Path) -> None:
+    waivers = tmp_path / "waivers.toml"
+    waivers.write_text(
+        'schema_version = 1\n[[waiver]]\nadapter = "omega"\nreason = "r"\nexpires = 2026-12-31\n'
+    )
+    result = run("audit", "--stack", "2026.06", "--waivers", str(waivers))
+    assert result.code == ExitCode.INVALID
+    assert f"{waivers}: waiver[0].adapter: no adapter 'omega' is installed" in result.err
+
+
+def test_list_and_show_name_superseded_versions_and_hashes(run: Run, tmp_path: Path) -> None:
+    newer = tmp_path / "manifests"
+    shutil.copytree(DATA / "valid", newer)
+    text = (newer / "beta" / "1.0.toml").read_text().replace('version = "1.0"', 'version = "1.1"')
+    (newer / "beta" / "1.1.toml").write_text(text)
+    listed = run("list", "--format", "json", manifests=newer).json()["adapters"]
+    superseded = {f"{a['name']} {a['version']}": a["superseded_at"] for a in listed}
+    assert superseded["beta 1.0"] == [r.name for r in builtin_catalogue().releases]
+    assert superseded["beta 1.1"] == []
+    table = run("list", manifests=newer).out
+    assert "every release" in table
+    shown = run("show", "beta", "--version", "1.0", "--format", "json", manifests=newer).json()
+    assert len(shown["adapter"]["manifest_sha256"]) == 64
+    assert len(shown["adapter"]["implementation_sha256"]) == 64
+    audit = run("audit", "--stack", "2026.05", manifests=newer).out
+    assert re.search(r"beta\s+│ 1\.0\s+│ superseded", audit)
+
+
+def test_pin_replaces_a_schema_1_lock_and_check_refuses_it(run: Run, tmp_path: Path) -> None:
+    lock = tmp_path / "old.lock"
+    lock.write_text('schema_version = 1\n[releases."2026.05"]\nadapters = []\n')
+    refused = run("check", "--lock", str(lock))
+    assert refused.code == ExitCode.INVALID
+    assert "written by an older spyre-adapters" in refused.err
+    result = run("pin", "--stack", "2026.09", "-o", str(lock))
+    assert result.code == ExitCode.OK, result.err
+    assert "replacing" in result.err
+    assert "its tables: 2026.05" in result.err
+    assert run("check", "--lock", str(lock)).code == ExitCode.OK

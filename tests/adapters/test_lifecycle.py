@@ -225,3 +225,95 @@ def test_status_table_with_the_builtin_catalogue(today: _dt.date) -> None:
             ("gamma", gamma),
         ], release
         assert str(rows[0].version) == alpha_version
+
+
+def test_waivers_for_adapters_or_versions_not_installed_are_errors(
+    registry: Registry, tmp_path: Path, today: _dt.date
+) -> None:
+    from spyre_adapters import audit_release
+
+    path = tmp_path / "waivers.toml"
+    path.write_text(
+        'schema_version = 1\n[[waiver]]\nadapter = "detla"\nreason = "typo"\n'
+        'expires = 2026-12-31\n[[waiver]]\nadapter = "delta"\nversions = ">=2"\n'
+        'reason = "no such version"\nexpires = 2026-12-31\n'
+    )
+    waivers = load_waivers(path)
+    with pytest.raises(WaiverError) as info:
+        audit_release(registry, "2026.06", waivers=waivers, today=today)
+    assert [str(p) for p in info.value.problems] == [
+        f"{path}: waiver[0].adapter: no adapter 'detla' is installed (did you mean 'delta'?); "
+        "a waiver for it would waive nothing",
+        f"{path}: waiver[1].versions: '>=2' matches no installed version of delta (installed: 1.0)",
+    ]
+
+
+# -- versions side by side -----------------------------------------------------------------------
+def test_resolution_skips_a_newer_version_whose_gaps_are_closed(
+    registry: Registry, today: _dt.date
+) -> None:
+    """For R: the newest version whose range contains R and whose gaps are open at R."""
+    newer = dataclasses.replace(
+        registry.get("delta"),
+        version=Version("2.0"),
+        gaps=("pow",),  # closed from 2026.03
+        retire_by=None,
+    )
+    registry.add(newer, source="test")
+    lifecycle = Lifecycle(registry, today=today)
+    assert str(lifecycle.resolve_version("delta", "2026.02").version) == "2.0"  # type: ignore[union-attr]
+    # at 2026.05 pow is closed, dtype-cast still open: 1.0 is the one needed
+    assert str(lifecycle.resolve_version("delta", "2026.05").version) == "1.0"  # type: ignore[union-attr]
+    rows = {(r.name, str(r.version)): r.status for r in lifecycle.versions_at("2026.05")}
+    assert rows[("delta", "1.0")] is A
+    assert rows[("delta", "2.0")] is R
+    # at 2026.02 the newer one covers the release: the old one is superseded, not applied
+    rows = {(r.name, str(r.version)): r for r in lifecycle.versions_at("2026.02")}
+    old = rows[("delta", "1.0")]
+    assert old.status is Status.SUPERSEDED
+    assert not old.applied
+    assert old.reason == "delta 2.0 supersedes it at 2026.02"
+    assert rows[("delta", "2.0")].superseded == (Version("1.0"),)
+    assert lifecycle.superseded_by(registry.get("delta", "1.0"), "2026.02") == newer
+    assert lifecycle.superseded_by(registry.get("delta", "1.0"), "2026.05") is None
+
+
+def test_versions_at_lists_every_installed_version(registry: Registry, today: _dt.date) -> None:
+    rows = Lifecycle(registry, today=today).versions_at("2026.05")
+    assert [(r.name, str(r.version), r.status) for r in rows] == [
+        ("alpha", "1.0", OUT),
+        ("alpha", "2.0", A),
+        ("beta", "1.0", P),
+        ("delta", "1.0", A),
+        ("gamma", "1.0", R),
+    ]
+
+
+def test_audit_lists_superseded_versions_and_they_never_fail_the_gate(
+    registry: Registry, today: _dt.date
+) -> None:
+    from spyre_adapters import audit_release
+
+    registry.add(dataclasses.replace(registry.get("beta"), version=Version("1.1")), source="test")
+    report = audit_release(registry, "2026.05", today=today, strict=True)
+    document = report.to_json()
+    assert document["superseded"] == [
+        {
+            "name": "beta",
+            "version": "1.0",
+            "by": "1.1",
+            "reason": "beta 1.1 supersedes it at 2026.05",
+        }
+    ]
+    beta = next(a for a in document["adapters"] if a["name"] == "beta")
+    assert (beta["version"], beta["superseded"]) == ("1.1", ["1.0"])
+    assert document["counts"]["superseded"] == 1
+    assert not any(f["adapter"] == "beta" for f in document["findings"])
+    # a release of the user's own (not in the catalogue) works the same
+    from .conftest import FakeRelease
+
+    whatif = FakeRelease("2026.11", frozenset({"stick-align"}))
+    report = audit_release(registry, whatif, today=today)
+    assert [(r.name, str(r.version), r.status) for r in report.superseded] == [
+        ("beta", "1.0", Status.SUPERSEDED)
+    ]

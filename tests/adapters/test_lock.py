@@ -15,6 +15,7 @@ from spyre_adapters import (
     Lock,
     LockError,
     Registry,
+    UnknownAdapterError,
     check_lock,
     pin,
     read_lock,
@@ -81,20 +82,38 @@ def test_stale_when_resolution_changes(
         if manifest.name == "beta":
             manifest = dataclasses.replace(manifest, stacks=SpecifierSet(">=2026.06"))
         newer.add(manifest)
-    newer.add(dataclasses.replace(reg.get("alpha"), version=Version("2.1")))
     newer.add(dataclasses.replace(reg.get("gamma"), name="zeta", gaps=("sin-cos",)))
     findings = check_lock(lock, newer)
     assert [str(f) for f in findings] == [
-        'releases."2026.05" alpha: stale: the lock pins version 2.0, resolution now gives 2.1',
         'releases."2026.05" beta: stale: the lock pins beta 1.0, which resolution no longer applies',
         'releases."2026.05" zeta: stale: resolution now applies zeta 1.0, which the lock does '
         "not pin",
     ]
+    assert all(f.failing for f in findings)
     uninstalled = Registry(catalogue)
     uninstalled.add_all(m for m in reg.manifests() if m.name != "beta")
     assert [str(f) for f in check_lock(lock, uninstalled)] == [
-        'releases."2026.05" beta: stale: pinned version 1.0 is not installed',
+        'releases."2026.05" beta: stale: pinned version 1.0 is not installed (it was provided '
+        "by -; reinstall it, or re-pin)",
     ]
+
+
+def test_a_newer_version_supersedes_a_pin_without_failing(
+    registry: Registry, catalogue: FakeCatalogue
+) -> None:
+    lock = pin(registry, "2026.05")
+    newer = Registry(catalogue)
+    newer.add_all(registry.manifests())
+    newer.add(dataclasses.replace(registry.get("alpha"), version=Version("2.1")))
+    findings = check_lock(lock, newer)
+    assert [str(f) for f in findings] == [
+        'releases."2026.05" alpha: superseded: pinned 2.0; 2.1 supersedes it at 2026.05 '
+        "(`spyre-adapters pin --upgrade alpha` moves the pin)",
+    ]
+    assert not findings[0].failing
+    assert findings[0].newer == Version("2.1")
+    # the pinned version is still what a run under the lock applies
+    assert ("alpha", Version("2.0")) in [m.key for m in pinned_manifests(lock, newer, "2026.05")]
 
 
 def test_tampered_manifest_and_implementation(
@@ -173,7 +192,7 @@ def test_malformed_lock_reports_every_problem(tmp_path: Path) -> None:
         read_lock(path)
     assert [str(p) for p in info.value.problems] == [
         f"{path}: extra: unknown key (expected schema_version, releases)",
-        f"{path}: schema_version: expected 1, got 7",
+        f"{path}: schema_version: expected 2, got 7",
         f"{path}: releases.\"2026.05\".auto_retire: expected true or false, got 'yes'",
         f'{path}: releases."2026.05".adapters[0].implementation_sha256: expected a string, got None',
         f"{path}: releases.\"2026.05\".adapters[0].version: 'x y' is not a PEP 440 version",
@@ -184,7 +203,7 @@ def test_lock_file_is_toml_with_schema_version(registry: Registry, tmp_path: Pat
     path = tmp_path / "x.lock"
     write_lock(pin(registry, "2026.02"), path)
     text = path.read_text()
-    assert "schema_version = 1\n" in text
+    assert "schema_version = 2\n" in text
     assert '[releases."2026.02"]' in text
     assert isinstance(read_lock(path), Lock)
 
@@ -237,3 +256,110 @@ def test_implementation_hash_covers_shared_modules_of_the_package(
     assert implementation_sha256(manifest) == before
     (package / "_shared.py").write_text("FACTOR = 3\n")
     assert implementation_sha256(manifest) != before
+
+
+def test_lock_round_trips_through_the_toml_writer(registry: Registry, tmp_path: Path) -> None:
+    """Written with tomli-w, read back with tomllib: the same lock, whatever the strings hold."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    from spyre_adapters.lock import LockEntry, PinnedAdapter, dump_lock, parse_lock
+
+    odd = PinnedAdapter(
+        "alpha",
+        Version("2.0"),
+        "a" * 64,
+        "b" * 64,
+        distribution='acme "quoted"\nnewline \\ back\tslash',
+        distribution_version="1.0+local",
+    )
+    lock = pin(registry, "2026.05").with_entry(LockEntry("2026.09", False, (odd,)))
+    text = dump_lock(lock)
+    assert parse_lock(tomllib.loads(text), where="x") == dataclasses.replace(lock, source="x")
+    path = tmp_path / "x.lock"
+    write_lock(lock, path)
+    assert read_lock(path).entries == lock.entries
+
+
+def test_lock_tables_are_validated_with_file_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "bad.lock"
+    pinned = 'name = "alpha"\nversion = "2.0"\nmanifest_sha256 = "a"\nimplementation_sha256 = "b"\n'
+    path.write_text(
+        'schema_version = 2\n[releases."2026.05"]\nauto_retire = true\nretire = "soon"\n'
+        f'[[releases."2026.05".adapters]]\n{pinned}'
+        f'[[releases."2026.05".adapters]]\n{pinned}'
+        'source = "pypi"\n'
+        '[releases."2026.5"]\nadapters = []\n'
+    )
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert [str(p) for p in info.value.problems] == [
+        f'{path}: releases."2026.05".retire: unknown key (expected auto_retire, adapters)',
+        f'{path}: releases."2026.05".adapters[1].source: unknown key (expected name, version, '
+        "manifest_sha256, implementation_sha256, distribution, distribution_version)",
+        f'{path}: releases."2026.5": names the same release as releases."2026.05"; keep one table',
+    ]
+    path.write_text(
+        'schema_version = 2\n[releases."2026.05"]\n'
+        f'[[releases."2026.05".adapters]]\n{pinned}'
+        f'[[releases."2026.05".adapters]]\n{pinned}'
+    )
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert [str(p) for p in info.value.problems] == [
+        f"{path}: releases.\"2026.05\".adapters[1].name: 'alpha' is pinned twice in this release "
+        "(also at adapters[0]); a release pins one version of each adapter",
+    ]
+
+
+def test_a_schema_1_lock_asks_for_a_re_pin(tmp_path: Path) -> None:
+    path = tmp_path / "old.lock"
+    path.write_text('schema_version = 1\n[releases."2026.05"]\nadapters = []\n')
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert "written by an older spyre-adapters" in str(info.value)
+    assert "spyre-adapters pin --stack R" in str(info.value)
+
+
+def test_a_table_for_an_unknown_release_names_the_lock_file(
+    registry: Registry, tmp_path: Path
+) -> None:
+    path = tmp_path / "x.lock"
+    write_lock(pin(registry, "2026.05"), path)
+    path.write_text(path.read_text().replace('"2026.05"', '"2026.04"'))
+    with pytest.raises(LockError) as info:
+        check_lock(read_lock(path), registry)
+    (problem,) = info.value.problems
+    assert (problem.where, problem.key) == (str(path), 'releases."2026.04"')
+    assert problem.message.startswith("'2026.04' is not a release of the stack catalogue (known:")
+
+
+def test_upgrade_moves_one_pin_and_keeps_the_others(
+    registry: Registry, catalogue: FakeCatalogue
+) -> None:
+    from spyre_adapters.lock import PinMove, upgrade
+
+    lock = pin(registry, "2026.05", auto_retire=False)
+    newer = Registry(catalogue)
+    newer.add_all(registry.manifests())
+    newer.add(dataclasses.replace(registry.get("alpha"), version=Version("2.1")))
+    newer.add(dataclasses.replace(registry.get("beta"), version=Version("1.1")))
+    moved, moves = upgrade(lock, newer, "alpha")
+    assert moves == [PinMove("2026.05", "alpha", Version("2.0"), Version("2.1"))]
+    versions = {p.name: str(p.version) for p in moved.entry("2026.05").adapters}
+    assert versions == {"alpha": "2.1", "beta": "1.0", "delta": "1.0", "gamma": "1.0"}
+    assert [f.kind for f in check_lock(moved, newer)] == ["superseded"]  # beta is still behind
+    with pytest.raises(UnknownAdapterError):
+        upgrade(lock, newer, "omega")
+
+
+def test_write_lock_to_a_missing_folder_is_a_lock_error(registry: Registry, tmp_path: Path) -> None:
+    with pytest.raises(LockError) as info:
+        write_lock(pin(registry, "2026.05"), tmp_path / "missing" / "x.lock")
+    assert "the folder" in str(info.value)
+    assert "does not exist" in str(info.value)
+    assert list(tmp_path.iterdir()) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,60 @@ def test_empty_gaps_and_undecodable_files(catalogue: FakeCatalogue, tmp_path: Pa
     latin1.write_bytes(text.replace("Pad", "P\xe4d").encode("latin-1"))
     (problem,) = problems_of(latin1, catalogue)
     assert problem.message.startswith("is not UTF-8 text: ")
+
+
+def test_a_stacks_range_that_admits_no_release_is_an_error(catalogue: FakeCatalogue) -> None:
+    assert by_key(problems_of(BROKEN / "inverted-range.toml", catalogue)) == {
+        "stacks": [
+            "'>=2026.09,<2026.05' admits no release at all (>=2026.09 and <2026.05 leave an "
+            "empty range); write the lower bound first and below the upper one, e.g. "
+            "'>=2026.02,<2026.09'"
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("stacks", "empty"),
+    [
+        (">=2026.05,<2026.05", True),
+        (">2026.05,<=2026.05", True),
+        ("==2026.05,<2026.03", True),
+        (">=2026.05,<=2026.05", False),
+        (">=2025.12", False),
+        ("~=2026.5", False),
+    ],
+)
+def test_empty_ranges(stacks: str, empty: bool, catalogue: FakeCatalogue, tmp_path: Path) -> None:
+    text = (DATA / "valid" / "beta" / "1.0.toml").read_text()
+    path = tmp_path / "beta.toml"
+    path.write_text(text.replace('stacks = ">=2025.12"', f'stacks = "{stacks}"'))
+    if empty:
+        assert list(by_key(problems_of(path, catalogue))) == ["stacks"]
+    else:
+        assert str(load_manifest(path, catalogue).stacks) == str(SpecifierSet(stacks))
+
+
+def test_a_file_outside_the_name_version_layout_is_an_error(
+    catalogue: FakeCatalogue, tmp_path: Path
+) -> None:
+    root = tmp_path / "manifests"
+    shutil.copytree(DATA / "valid", root)
+    (root / "stray.toml").write_bytes((DATA / "valid" / "beta" / "1.0.toml").read_bytes())
+    (root / "beta" / "old").mkdir()
+    (root / "beta" / "old" / "0.9.toml").write_text("not toml at all [")
+    (root / "README.md").write_text("not a manifest, and not a .toml file: fine\n")
+    with pytest.raises(ManifestError) as info:
+        load_manifests(root, catalogue)
+    problems = [p for p in info.value.problems if "layout" in p.message]
+    assert [(p.where, p.key) for p in problems] == [
+        (str(root / "beta" / "old" / "0.9.toml"), ""),
+        (str(root / "stray.toml"), ""),
+    ]
+    assert problems[1].message == (
+        f"is outside the '<name>/<version>.toml' layout of the manifests folder {root}: move "
+        f"it to {root}/<name>/<version>.toml (or out of the folder)"
+    )
+    # the stray files are read too, so their own problems are reported at once
+    assert any(
+        p.where.endswith("0.9.toml") and "not valid TOML" in p.message for p in info.value.problems
+    )

@@ -7,7 +7,6 @@ import textwrap
 import types
 from pathlib import Path
 
-import pluggy
 import pytest
 from packaging.version import Version
 
@@ -20,6 +19,7 @@ from spyre_adapters import (
     build_registry,
     hookimpl,
 )
+from spyre_adapters.errors import PluginHookError
 
 from .conftest import DATA, FakeCatalogue
 
@@ -140,8 +140,33 @@ def test_misspelt_hook_fails_loudly(catalogue: FakeCatalogue) -> None:
         raise AssertionError("never called")
 
     module.spyre_adapter_register = spyre_adapter_register  # type: ignore[attr-defined]
-    with pytest.raises(pluggy.PluginValidationError, match="spyre_adapter_register"):
+    with pytest.raises(PluginHookError) as info:
         build_registry(catalogue, entry_points=False, plugins=[module])
+    assert (info.value.plugin, info.value.hook) == ("typo_plugin", "spyre_adapter_register")
+    assert info.value.known == ["spyre_adapters_register"]
+    assert str(info.value) == (
+        "adapter plugin 'typo_plugin' failed to register: it implements "
+        "'spyre_adapter_register', which is not a hook of spyre-adapters; did you mean "
+        "'spyre_adapters_register'? (known hooks: spyre_adapters_register) (fix the plugin, or "
+        "disable it with SPYRE_ADAPTERS_DISABLE=typo_plugin)"
+    )
+
+
+def test_hook_with_arguments_the_spec_does_not_offer_names_plugin_and_hook(
+    catalogue: FakeCatalogue,
+) -> None:
+    module = types.ModuleType("argument_plugin")
+
+    @hookimpl
+    def spyre_adapters_register(reg: Registry) -> None:  # the argument is called "registry"
+        raise AssertionError("never called")
+
+    module.spyre_adapters_register = spyre_adapters_register  # type: ignore[attr-defined]
+    with pytest.raises(PluginHookError) as info:
+        build_registry(catalogue, entry_points=False, plugins=[module])
+    assert (info.value.plugin, info.value.hook) == ("argument_plugin", "spyre_adapters_register")
+    assert "'reg'" in str(info.value)
+    assert "(known hooks: spyre_adapters_register)" in str(info.value)
 
 
 def test_third_party_package_is_discovered_through_its_entry_point(
@@ -232,3 +257,34 @@ def test_an_entry_point_that_does_not_import_is_named(
         "SPYRE_ADAPTERS_DISABLE=broken)"
     )
     assert build_registry(catalogue, disable=["builtin", "broken"]).plugins == []
+
+
+def test_pytest_spyre_reports_a_misspelt_hook_as_a_usage_error(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``pytest --spyre`` the same error is a usage error naming plugin and hook, not an
+    INTERNALERROR with pluggy's traceback."""
+    site = tmp_path / "site"
+    dist = site / "typo_spyre_plugin-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (site / "typo_spyre_plugin.py").write_text(
+        "from spyre_adapters import hookimpl\n\n"
+        "@hookimpl\n"
+        "def spyre_adapter_register(registry):\n"
+        "    pass\n"
+    )
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: typo-spyre-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[spyre_adapters]\ntypo = typo_spyre_plugin\n")
+    pytester.makepyfile("def test_x():\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("SPYRE_ADAPTERS_DISABLE", "builtin")
+    result = pytester.runpytest_subprocess("--spyre")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*adapter plugin 'typo' failed to register: it implements 'spyre_adapter_register', "
+            "which is not a hook of spyre-adapters; did you mean 'spyre_adapters_register'? "
+            "(known hooks: spyre_adapters_register)*"
+        ]
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

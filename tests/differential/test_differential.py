@@ -191,23 +191,52 @@ def test_a_wrong_answer_only_on_the_device_is_a_silent_mismatch(spyre: Any) -> N
     assert not run.outcome.acceptable
 
 
-@pytest.mark.parametrize(
-    ("gaps", "outcome"), [(["sdpa-strided"], "missed"), (["rotate-half"], "flagged")]
-)
-def test_a_documented_miscompile_is_flagged_or_missed(
-    spyre: Any, gaps: list[str], outcome: str
-) -> None:
-    """A run that meets a miscompile is flagged; if an applied adapter claims to bridge that
-    gap (the fake itself, or contiguous-attention), the adapters missed it."""
-    without = None if outcome == "missed" else "contiguous-attention"
+def _without_version(name: str, version: str) -> Registry:
+    full = default_registry()
+    registry = Registry(full.catalogue)
+    registry.add_all(
+        m for m in full.manifests() if not (m.name == name and str(m.version) == version)
+    )
+    return registry
+
+
+def test_a_miscompile_of_a_bridged_gap_is_missed(spyre: Any) -> None:
+    """The original one-KV-head failure: with contiguous-attention 1.0.0 the device misreads
+    repeat_kv's stride-0 k/v; 1.0.0 claims to bridge sdpa-strided, so it is missed."""
+    registry = _without_version("contiguous-attention", "1.1.0")
+    case = _case()  # 4 heads, one KV head
+    run = run_case(case, build_case(case), "2026.05", registry=registry)
+    assert run.outcome is Outcome.MISSED, run.detail
+    assert run.miscompiles == ("sdpa-strided",)
+    assert "bridged by contiguous-attention 1.0.0" in run.detail
+    assert not run.outcome.acceptable
+    fixed = run_case(case, build_case(case), "2026.05")
+    assert fixed.outcome is Outcome.MATCH, fixed.detail
+    assert "contiguous-attention 1.1.0" in fixed.adapters
+
+
+def test_a_miscompile_no_adapter_claims_is_flagged(spyre: Any) -> None:
     registry = _registry_with(
-        "strided-keys", "differential_fakes:strided_keys", gaps, without=without
+        "strided-keys",
+        "differential_fakes:strided_keys",
+        ["rotate-half"],
+        without="contiguous-attention",
     )
     case = _case()
     run = run_case(case, build_case(case), "2026.05", registry=registry)
-    assert run.outcome.value == outcome, run.detail
+    assert run.outcome is Outcome.FLAGGED, run.detail
     assert run.miscompiles == ("sdpa-strided",)
-    assert run.outcome.acceptable is (outcome == "flagged")
+    assert run.outcome.acceptable
+
+
+def test_contiguous_attention_1_1_has_the_last_word_on_what_sdpa_receives(spyre: Any) -> None:
+    """Another adapter that hands SDPA a strided key inside an attention forward: 1.1.0's
+    mode, entered for the whole model, is the outermost and sees the call last."""
+    registry = _registry_with("strided-keys", "differential_fakes:strided_keys", ["rotate-half"])
+    case = _case()
+    run = run_case(case, build_case(case), "2026.05", registry=registry)
+    assert run.outcome is Outcome.MATCH, run.detail
+    assert run.miscompiles == ()
 
 
 def test_a_device_error_is_raised_with_its_gap(spyre: Any) -> None:

@@ -62,16 +62,19 @@ _FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
 }
 
 
-def manifest(name: str) -> dict[str, Any]:
-    """The newest manifest of the adapter ``name`` (parsed TOML)."""
-    files = sorted((MANIFESTS / name).glob("*.toml"))
+def manifest(name: str, version: str | None = None) -> dict[str, Any]:
+    """The manifest of the adapter ``name`` (parsed TOML): ``version``, or the newest."""
+    from packaging.version import Version
+
+    files = sorted((MANIFESTS / name).glob("*.toml"), key=lambda p: Version(p.stem))
     assert files, f"no manifest for {name} under {MANIFESTS}"
-    with files[-1].open("rb") as handle:
+    chosen = files[-1] if version is None else MANIFESTS / name / f"{version}.toml"
+    with chosen.open("rb") as handle:
         return tomllib.load(handle)
 
 
-def families(name: str) -> list[str]:
-    return list(manifest(name)["families"])
+def families(name: str, version: str | None = None) -> list[str]:
+    return list(manifest(name, version)["families"])
 
 
 def config_for(model_type: str, **overrides: Any) -> Any:

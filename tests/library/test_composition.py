@@ -56,13 +56,12 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
             "host-mask",
             "contiguous-attention",
             "head-padding",
-            "lm-head-padding",
         },
     ),
     (
         "gemma",
         {"vocab_size": 832},
-        {"rope-rotation", "rms-norm", "host-mask", "head-padding", "lm-head-padding"},
+        {"rope-rotation", "rms-norm", "host-mask", "head-padding"},
     ),
     ("phi3", {}, {"rope-rotation", "rms-norm", "fused-projection-split", "host-mask"}),
     (

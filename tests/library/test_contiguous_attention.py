@@ -23,10 +23,10 @@ from library_models import (
 from torch.overrides import TorchFunctionMode
 
 from spyre_adapters.contract import Adapter
-from spyre_adapters.library import contiguous_attention, contiguous_sdpa
+from spyre_adapters.library import contiguous_attention, contiguous_attention_v1_1_0
 
 V1_0 = contiguous_attention.adapter
-V1_1 = contiguous_sdpa.adapter
+V1_1 = contiguous_attention_v1_1_0.adapter
 VERSIONS = {"1.0.0": V1_0, "1.1.0": V1_1}
 FAMILIES = families("contiguous-attention")
 # families whose config has a key/value head count: one KV head is multi-query attention
@@ -163,7 +163,7 @@ def test_1_1_covers_kernel_made_views_and_keyword_operands() -> None:
     q = torch.randn(1, 2, 3, 64)
     k = torch.randn(1, 2, 8, 64)  # a cache longer than the query: the kernel slices it
     with spying() as spy:
-        with contiguous_sdpa.ContiguousSdpaMode():
+        with contiguous_attention_v1_1_0.ContiguousSdpaMode():
             sdpa_attention_forward(module, q, k, k.clone(), None, is_causal=True)
             torch.nn.functional.scaled_dot_product_attention(
                 query=q, key=k.transpose(-1, -2).transpose(-1, -2)[:, :, :3], value=k[:, :, :3]
@@ -172,17 +172,28 @@ def test_1_1_covers_kernel_made_views_and_keyword_operands() -> None:
     assert spy.calls == [(True, True, True), (True, True, True), (True, False, False)]
 
 
-def test_1_1_targets_direct_sdpa_callers_and_registry_users() -> None:
+def test_1_1_matches_direct_sdpa_callers_and_covers_every_module() -> None:
     from transformers import FalconConfig, FalconForCausalLM
+
+    from spyre_adapters.library._scoped_modes import enabled
 
     falcon = FalconForCausalLM(
         FalconConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1, vocab_size=64)
     )
-    targeted = {type(m).__name__ for m, _ in V1_1.targets(falcon)}
-    assert targeted == {"FalconAttention"}  # its forward calls SDPA itself
+    assert V1_1.matches(falcon)  # its attention forward calls SDPA itself
     assert not V1_0.matches(falcon)  # 1.0 knew only the registry
-    llama = {type(m).__name__ for m, _ in V1_1.targets(causal_lm("llama"))}
-    assert llama == {"LlamaAttention"}
+    llama = causal_lm("llama", num_key_value_heads=1)
+    apply(V1_1, llama)
+    kinds = {path: set(enabled(m)) for path, m in llama.named_modules()}
+    assert all(contiguous_attention_v1_1_0.KIND in k for k in kinds.values())
+    # a submodule called on its own runs under the mode too
+    layer = llama.get_submodule("model.layers.0")
+    hidden = torch.randn(1, 5, 64)
+    position = llama.model.rotary_emb(hidden, torch.arange(5)[None])
+    mask = torch.zeros(1, 1, 5, 5)
+    with spying() as spy, torch.no_grad():
+        layer(hidden, attention_mask=mask, position_embeddings=position)
+    assert spy.calls == [(True, True, True)]
 
 
 @pytest.mark.parametrize("version", sorted(VERSIONS))

@@ -16,7 +16,7 @@ from library_models import (
 from spyre_adapters.library.fused_projection import ProjectionParts, SplitProjection, adapter
 from spyre_adapters.library.rope import adapter as rope
 
-FAMILIES = families("fused-projection-split")
+FAMILIES = families("fused-projection-split", "1.0.0")  # 1.x: the version this module tests
 SPLITS = {"aten.split", "aten.split_with_sizes", "aten.chunk", "aten.slice"}
 
 
@@ -101,52 +101,3 @@ def test_head_major_parts_only_answer_the_head_view() -> None:
     assert torch.equal(q, ref_q)
     assert torch.equal(k, ref_k)
     assert torch.equal(v, ref_v)
-
-
-@pytest.mark.parametrize("model_type", ["gpt_neox", "gpt_neox_japanese"])
-def test_1_0_1_splits_a_head_major_projection_of_one_head(model_type: str) -> None:
-    """With one attention head the head-major layout has one group; 1.0.0 refused the view
-    into (1, block) at run time (found by the differential campaign)."""
-    from spyre_adapters.library.fused_projection import adapter_1_0_1
-
-    def one_head() -> torch.nn.Module:
-        return causal_lm(model_type, num_attention_heads=1, head_dim=64)
-
-    old = one_head()
-    apply(adapter, old)
-    with pytest.raises(ValueError, match="part boundaries"):
-        old(PROMPT, use_cache=False)
-    stock, adapted = one_head(), one_head()
-    apply(adapter_1_0_1, adapted)
-    assert_same_greedy(stock, adapted)
-
-
-def test_1_0_1_keeps_refusing_views_of_flat_layouts() -> None:
-    parts = ProjectionParts((torch.ones(1, 1, 4), torch.ones(1, 1, 4)), head_views=False)
-    with pytest.raises(ValueError, match="part boundaries"):
-        parts.view(1, 1, 1, 8)
-    viewed = ProjectionParts((torch.ones(1, 1, 4), torch.ones(1, 1, 4)), head_views=True)
-    assert viewed.view(1, 1, -1, 8).shape == (1, 1, 1, 8)
-
-
-def test_1_0_1_splits_codegen_by_model_parallel_shard() -> None:
-    """CodeGen's qkv_proj holds mp_num blocks of [q_i | v_i | k_i]: 1.0.0 matched it, cut it
-    as [q | k | v] and the forward failed; 1.0.1 cuts one part per third of every shard."""
-    from spyre_adapters.library.fused_projection import adapter_1_0_1
-
-    def codegen() -> torch.nn.Module:
-        # a config that also counts key/value heads (CodeGen ignores it): 1.0.0 then matched
-        return causal_lm("codegen", num_key_value_heads=4)
-
-    old = codegen()
-    assert adapter.matches(old)
-    apply(adapter, old)
-    with pytest.raises(ValueError, match="part boundaries"):
-        old(PROMPT, use_cache=False)
-    stock, adapted = codegen(), codegen()
-    assert adapter_1_0_1.matches(causal_lm("codegen"))  # with any key/value head count
-    apply(adapter_1_0_1, adapted)
-    split = adapted.get_submodule("transformer.h.0.attn.qkv_proj")
-    assert isinstance(split, SplitProjection)
-    assert split.groups == 4
-    assert_same_greedy(stock, adapted)

@@ -16,7 +16,7 @@ from spyre_adapters.contract import ModelEdit
 from spyre_adapters.library.head_padding import adapter, half_placement
 from spyre_adapters.library.rope import adapter as rope
 
-FAMILIES = families("head-padding")
+FAMILIES = families("head-padding", "1.0.0")  # 1.x: the version this module tests
 
 
 def _roped(model_type: str) -> torch.nn.Module:

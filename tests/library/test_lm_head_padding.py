@@ -19,7 +19,7 @@ from spyre_adapters.library.lm_head_padding import (
     per_core_span,
 )
 
-FAMILIES = families("lm-head-padding")
+FAMILIES = families("lm-head-padding", "1.0.0")  # 1.x: the version this module tests
 VOCAB = 832  # 13 sticks: a prime stick count
 
 

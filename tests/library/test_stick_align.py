@@ -15,7 +15,7 @@ from library_models import (
 from spyre_adapters.contract import ModelEdit
 from spyre_adapters.library.stick_align import _residual_plan, adapter, aligned
 
-FAMILIES = families("stick-align-padding")
+FAMILIES = families("stick-align-padding", "1.0.0")  # 1.x: the version this module tests
 # families whose residual stream (hidden size) is padded too, not only the FFN
 RESIDUAL = ["llama", "mistral", "qwen2", "qwen3", "granite", "olmo2"]
 MISALIGNED = {"hidden_size": 96, "intermediate_size": 160}

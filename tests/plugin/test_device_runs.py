@@ -24,18 +24,33 @@ def ones(device):
     return torch.ones(2, 64, dtype=torch.float16, device=device)
 
 
+class Square(torch.nn.Module):  # model code: judged by the catalogue
+    def forward(self, x):
+        return x.pow(2).sum()
+
+
+class Positions(torch.nn.Module):
+    def forward(self, x):
+        return torch.arange(x.shape[-1], device=x.device)  # cpu-fallback at every release
+
+
 def test_fallback_op(spyre_device):
-    x = torch.arange(64, device=spyre_device)  # arange runs as cpu-fallback at every release
+    x = Positions()(ones(spyre_device))
     assert x.device.type == "spyre"
 
 
 def test_pow(spyre_device):
+    assert float(Square()(ones(spyre_device)).cpu()) == 128.0
+
+
+def test_pow_in_harness(spyre_device):
+    # the test's own computation on device tensors: host semantics, not judged
     assert float(ones(spyre_device).pow(2).sum().cpu()) == 128.0
 
 
 @pytest.mark.spyre_xfail(gap="pow")
 def test_pow_marked(spyre_device):
-    assert float(ones(spyre_device).pow(2).sum().cpu()) == 128.0
+    assert float(Square()(ones(spyre_device)).cpu()) == 128.0
 
 
 @pytest.mark.spyre_xfail(gap="sin-cos", strict=False)
@@ -51,7 +66,7 @@ def test_marked_unknown_gap():
 @pytest.mark.no_spyre
 def test_on_host(spyre_device):
     assert spyre_device.type == "cpu"
-    assert float(ones(spyre_device).pow(2).sum()) == 128.0
+    assert float(Square()(ones(spyre_device))) == 128.0
 
 
 def test_backward(spyre_device):
@@ -115,7 +130,7 @@ def test_pow_gap_open(at_2026_02: Run) -> None:
     assert builtin_catalogue().release("2026.02").gap_open("pow")
     outcomes = _outcomes(at_2026_02)
     outcomes.pop("warnings", None)
-    assert outcomes == {"passed": 3, "failed": 2, "xfailed": 1, "skipped": 1, "errors": 1}
+    assert outcomes == {"passed": 4, "failed": 2, "xfailed": 1, "skipped": 1, "errors": 1}
     closes = builtin_catalogue().first_closing("pow", "2026.02")
     bridges = _bridging("pow")
     at_2026_02.fnmatch_lines(
@@ -124,10 +139,12 @@ def test_pow_gap_open(at_2026_02: Run) -> None:
             "*- spyre -*",
             "blocked by gap `pow` at stack 2026.02",
             "  op:          aten.pow*",
+            "  module path: Square",
             f"  closes in:   {closes}",
-            "  bridged by:  " + (f"*{bridges[0]}*" if bridges else "no registered adapter"),
+            "  bridged by:  no registered adapter matches this model for this gap",
         ]
     )
+    assert bridges  # adapters bridge pow, but none matches the test's one-op module
     at_2026_02.fnmatch_lines(["*XFAIL*test_pow_marked*gap `pow` is open at stack 2026.02*"])
     at_2026_02.fnmatch_lines(["*SKIPPED*spyre: inference-only device*"])
     at_2026_02.fnmatch_lines(
@@ -143,42 +160,43 @@ def test_pow_gap_closed(suite_dir: Path) -> None:
     run = pytest_subprocess(suite_dir, "--spyre", "--spyre-stack", "2026.03")
     outcomes = _outcomes(run)
     outcomes.pop("warnings", None)
-    assert outcomes == {"passed": 4, "failed": 2, "skipped": 1, "errors": 1}
+    assert outcomes == {"passed": 5, "failed": 2, "skipped": 1, "errors": 1}
     run.fnmatch_lines(
         ["*gap closed: remove this marker: spyre_xfail(gap='pow') but gap `pow` is closed at "
          "stack 2026.03 (first closed in 2026.03); the test passed at this release*"]
     )  # fmt: skip
     run.fnmatch_lines(["gap closed, remove spyre_xfail marker: *test_pow_marked"])
     retired = [
-        f"{r.name} {r.version} (auto-retired)"
+        f"{r.name} {r.version}"
         for r in status_at(default_registry(), "2026.03")
         if r.status is Status.RETIRED
     ]
     if retired:  # pow closes at 2026.03: an adapter bridging only pow is retired there
         run.fnmatch_lines(
-            [f"adapters retirable at 2026.03: *{retired[0]}* -- see `spyre-adapters audit "
-             "--stack 2026.03`"]
+            [f"adapters retired at 2026.03 (every gap closed; not applied): *{retired[0]}*",
+             "  see `spyre-adapters audit --stack 2026.03`"]
         )  # fmt: skip
 
 
 def test_summary_lines(at_2026_02: Run) -> None:
     applied = _applied_to_llama("2026.02")
-    retirable = [
+    retired = [
         f"{r.name} {r.version}"
         for r in status_at(default_registry(), "2026.02")
-        if r.status in (Status.RETIRABLE, Status.RETIRED)
+        if r.status is Status.RETIRED
     ]
     expected = [
         "*= spyre summary: stack 2026.02 =*",
-        "tests: 8 (7 on the device): passed 3, failed 2, error 1, skipped 1, xfailed 1",
+        "tests: 9 (8 on the device): passed 4, failed 2, error 1, skipped 1, xfailed 1",
+        "failures by class: gap 1, unexplained 2",
         "gaps hit: *pow (2 tests)*",
         "blocked by: pow (2 tests)",
         "fallbacks: *aten.arange.* x1 (1 test)*",
         "miscompiles: *",
         "adapters applied: " + (f"*{applied[0]} (1 test)*" if applied else "none"),
-        "adapters retirable at 2026.02: "
-        + (f"*{retirable[0]}* -- see `spyre-adapters audit --stack 2026.02`" if retirable
-           else "none"),
+        *([f"adapters retired at 2026.02 (every gap closed; not applied): *{retired[0]}*"]
+          if retired else []),
+        "harness ops: * (the tests' own work on device tensors, host semantics, not judged)",
         "inference-only: 1 test skipped (backward on the device)",
     ]  # fmt: skip
     pytest.LineMatcher(at_2026_02.summary).fnmatch_lines(expected)
@@ -193,13 +211,15 @@ def test_json_report_and_junit(at_2026_02: Run, suite_dir: Path) -> None:
     assert data["schema_version"] == 1
     assert data["stack"] == {"release": "2026.02", "source": "builtin"}
     assert data["settings"] == {
-        "numerics": True, "layout_checks": True, "unsupported": "fail", "compare": False,
+        "numerics": True, "layout_checks": True, "unsupported": "fail", "harness": "host",
+        "compare": False,
     }  # fmt: skip
     assert data["adapters"]["registered"] == len(default_registry().manifests())
     tests = {t["nodeid"].split("::")[-1]: t for t in data["tests"]}
     assert [t["nodeid"] for t in data["tests"]] == sorted(t["nodeid"] for t in data["tests"])
     assert {k: t["outcome"] for k, t in tests.items()} == {
         "test_fallback_op": "passed", "test_pow": "failed", "test_pow_marked": "xfailed",
+        "test_pow_in_harness": "passed",
         "test_on_host": "passed", "test_backward": "skipped", "test_model_moves": "passed",
         "test_marked_fails_otherwise": "failed", "test_marked_unknown_gap": "error",
     }  # fmt: skip
@@ -208,7 +228,11 @@ def test_json_report_and_junit(at_2026_02: Run, suite_dir: Path) -> None:
     assert blocked["op"].startswith("aten.pow")
     assert blocked["release"] == "2026.02"
     assert blocked["closes_in"] == "2026.03"
-    assert sorted(b.split()[0] for b in blocked["bridged_by"]) == _bridging("pow")
+    assert blocked["bridged_by"] == []  # no pow adapter matches a one-op module
+    assert blocked["module_path"] == "Square"
+    assert tests["test_pow"]["failure"]["class"] == "gap"
+    assert tests["test_pow_in_harness"]["harness_ops"] >= 2
+    assert tests["test_pow_in_harness"]["gaps"].get("pow") is None
     assert tests["test_pow_marked"]["xfail_gap"] == "pow"
     assert tests["test_on_host"]["on_device"] is False
     assert tests["test_backward"]["inference_only"] is True
@@ -216,7 +240,7 @@ def test_json_report_and_junit(at_2026_02: Run, suite_dir: Path) -> None:
     assert sorted(tests["test_model_moves"]["adapters"]) == _applied_to_llama("2026.02")
     assert data["summary"]["blocked"] == {"pow": 2}  # the failed test and the xfailed one
     assert data["summary"]["outcomes"] == {
-        "error": 1, "failed": 2, "passed": 3, "skipped": 1, "xfailed": 1,
+        "error": 1, "failed": 2, "passed": 4, "skipped": 1, "xfailed": 1,
     }  # fmt: skip
 
     cases = {c.get("name"): c for c in ET.parse(suite_dir / "junit.xml").getroot().iter("testcase")}
@@ -259,7 +283,9 @@ def test_fixtures_and_header_under_spyre(pytester: pytest.Pytester) -> None:
     )
     result = run_spyre(pytester, "--spyre-stack=2026.05", "--spyre-numerics=off")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["spyre: numerics off, layout checks on, unsupported ops: fail"])
+    result.stdout.fnmatch_lines(
+        ["spyre: numerics off, layout checks on, unsupported ops: fail, harness ops: host*"]
+    )
 
 
 def test_unknown_stack_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -356,9 +382,13 @@ def test_unsupported_fallback_policy(pytester: pytest.Pytester) -> None:
         """
         import torch
 
+        class Square(torch.nn.Module):
+            def forward(self, x):
+                return x.pow(2).sum()
+
         def test_pow_on_host(spyre_device):
             x = torch.ones(2, 64, dtype=torch.float16, device=spyre_device)
-            assert float(x.pow(2).sum().cpu()) == 128.0
+            assert float(Square()(x).cpu()) == 128.0
         """
     )
     report = pytester.path / "r.json"
@@ -369,7 +399,9 @@ def test_unsupported_fallback_policy(pytester: pytest.Pytester) -> None:
         f"--spyre-report={report}",
     )
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["spyre: numerics on, layout checks on, unsupported ops: fallback"])
+    result.stdout.fnmatch_lines(
+        ["spyre: numerics on, layout checks on, unsupported ops: fallback, harness ops: host*"]
+    )
     (test,) = read_report(report)["tests"]
     assert test["fallbacks"] == {"aten.pow.Tensor_Scalar": 1}
     assert test["gaps"]["pow"] == 1

@@ -82,7 +82,7 @@ def test_switches_from_env() -> None:
         ({"spyre_stack": " "}, {}, "--spyre-stack: an empty value"),
         ({"spyre_lock": "no/such.lock"}, {}, "--spyre-lock: 'no/such.lock' (from --spyre-lock) "
          "is not a file"),
-        ({"spyre_report": "no/such/dir/r.json"}, {}, "--spyre-report: the directory of"),
+        ({"spyre_report": "no/such/dir/r.json"}, {}, "--spyre-report: 'no/such/dir/r.json' (from --spyre-report): its directory"),
     ],
 )  # fmt: skip
 def test_bad_values_are_usage_errors(

@@ -78,28 +78,6 @@ def test_manifest_skeleton_is_a_valid_manifest(tmp_path: Path) -> None:
     assert "retire_by" not in lasting
 
 
-def test_new_writes_a_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = [
-        "new",
-        "x-bridge",
-        "--gap",
-        "masked-scatter",
-        "--family",
-        "llava",
-        "--stack",
-        "2026.05",
-        "--dir",
-        str(tmp_path),
-    ]
-    assert main(args) == 0
-    path = tmp_path / "x-bridge" / "0.1.0.toml"
-    assert tomllib.loads(path.read_text())["gaps"] == ["masked-scatter"]
-    assert main(args) == 2  # exists
-    assert main([*args, "--force"]) == 0
-    assert main(["new", "y", "--gap", "no-such-gap", "--dir", str(tmp_path)]) == 2
-    assert "unknown gap ids 'no-such-gap'" in capsys.readouterr().err
-
-
 def _only(registry: Registry, name: str, families: tuple[str, ...]) -> Registry:
     """The registry with ``name`` verified on ``families`` only (a quick proof)."""
     reduced = Registry(registry.catalogue)
@@ -123,7 +101,14 @@ def test_verify_passes_when_the_stack_closed_the_gaps() -> None:
 def test_verify_fails_and_says_why_when_the_gap_is_open() -> None:
     from spyre_adapters.verify import verify_adapter
 
-    registry = _only(build_registry(), "rope-rotation", ("llama",))
+    # head-padding 2.0 computes rotate_half's cuts of heads narrower than 128 as matmuls,
+    # which also keeps the rotate-half miscompile away: where stock rotate_half runs (as with
+    # head-padding 1.0), rope-rotation is still needed at 2026.09
+    full = _only(build_registry(), "rope-rotation", ("llama",))
+    registry = Registry(full.catalogue)
+    registry.add_all(
+        m for m in full.manifests() if not (m.name == "head-padding" and m.version.major >= 2)
+    )
     manifest = registry.get("rope-rotation")
     verdict = verify_adapter(manifest, "2026.09", registry)  # rotate-half still miscompiles
     assert not verdict.verified
@@ -215,14 +200,12 @@ def test_sweep_cli_slice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
             "-j",
             "2",
             "--no-progress",
-            "--json",
-            str(tmp_path / "s.json"),
-            "--html",
-            str(tmp_path / "s.html"),
+            "--out",
+            str(tmp_path),
         ]
     )
     assert code == 0
-    document = json.loads((tmp_path / "s.json").read_text())
+    document = json.loads((tmp_path / "sweep.json").read_text())
     assert document["families"] == ["gpt2", "vit"]
     assert len(document["results"]) == 4
     assert all(r["category"] in {c.value for c in Category} for r in document["results"])

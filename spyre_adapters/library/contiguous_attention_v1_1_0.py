@@ -1,12 +1,12 @@
-"""SDPA called with contiguous q/k/v, wherever the model builds them (gap ``sdpa-strided``).
+"""SDPA called with contiguous q/k/v, wherever the model builds them (gap ``sdpa-strided``):
+the ``contiguous-attention`` adapter, 1.1.
 
 The SDPA math path of the stacks up to 2026.06 miscompiles when q, k or v is not contiguous
-(wrong numbers, no error). ``contiguous-attention`` 1.1 acts at the call itself:
-``scaled_dot_product_attention`` receives ``q.contiguous()``, ``k.contiguous()`` and
-``v.contiguous()``, whatever built them.
+(wrong numbers, no error). 1.1 acts at the call itself: ``scaled_dot_product_attention``
+receives ``q.contiguous()``, ``k.contiguous()`` and ``v.contiguous()``, whatever built them.
 
-Version 1.0 (:mod:`spyre_adapters.library.contiguous_attention`) made q/k/v contiguous where the
-attention module hands them to its kernel. That is not where SDPA gets them: Transformers'
+Version 1.0 (:mod:`spyre_adapters.library.contiguous_attention`) made q/k/v contiguous where
+the attention module hands them to its kernel. That is not where SDPA gets them: Transformers'
 ``sdpa`` kernel builds new views after that point.
 
 - Grouped-query attention repeats the k/v heads with ``repeat_kv`` (``expand`` then
@@ -17,16 +17,22 @@ attention module hands them to its kernel. That is not where SDPA gets them: Tra
 - Families that call ``torch.nn.functional.scaled_dot_product_attention`` from their own
   forward (Falcon, several vision encoders) never go through the registry at all.
 
-Matched structurally: every module whose forward (decorators included) reaches SDPA or the
-attention registry ``ALL_ATTENTION_FUNCTIONS``, directly or through the functions and methods of
-the module it calls (up to :data:`REACH_DEPTH` calls deep). Each gets a bound forward that runs
-the stock one inside a ``TorchFunctionMode`` scoped to that call. The mode intercepts
+The model's forwards run under a ``TorchFunctionMode`` of the scoped-mode kind
+``contiguous-sdpa`` (:mod:`spyre_adapters.library._scoped_modes`: entered when any forward of
+the model starts, the whole model or a submodule called directly), which intercepts
 ``torch.nn.functional.scaled_dot_product_attention`` and ``torch.ops.aten.
-scaled_dot_product_attention``, and every other call passes through. So this covers every
-kernel on the attention interface (``sdpa``, with or without ``enable_gqa``, the paged and
-user-registered kernels), and SDPA called directly. Eager attention computes with ``matmul``
-and ``softmax``, which have no strided-input gap, and is left as it is. A contiguous copy
-holds the same values, so the results are the same as the stock model's.
+scaled_dot_product_attention``; every other call passes through. Scoped modes are entered in
+kind-name order, so this one is entered first and is the outermost: it sees each SDPA call
+last, after any other mode (and any forward-scoped mode of another adapter) has rewritten it.
+That covers every kernel on the attention interface (``sdpa``, with or without
+``enable_gqa``, the paged and user-registered kernels) and SDPA called directly. Eager
+attention computes with ``matmul`` and ``softmax``, which have no strided-input gap, and is
+left as it is. A contiguous copy holds the same values, so the results are the same as the
+stock model's.
+
+Matched structurally: a model with a module whose forward (decorators included) reaches SDPA
+or the attention registry ``ALL_ATTENTION_FUNCTIONS``, directly or through the functions and
+methods of the module it calls (up to :data:`REACH_DEPTH` calls deep).
 """
 
 from __future__ import annotations
@@ -39,11 +45,21 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from spyre_adapters.library._mode_scoped_forward import ForwardSelector, ModeScopedForward
+from spyre_adapters.contract import ModelEdit
+from spyre_adapters.library._global_rebinding import forward_function
+from spyre_adapters.library._scoped_modes import enable, enabled, register_kind
 
-__all__ = ["REACH_DEPTH", "ContiguousSdpa", "ContiguousSdpaMode", "adapter", "reaches_sdpa"]
+__all__ = [
+    "KIND",
+    "REACH_DEPTH",
+    "ContiguousSdpa",
+    "ContiguousSdpaMode",
+    "adapter",
+    "reaches_sdpa",
+]
 
-_MARK = "_spyre_contiguous_sdpa"
+KIND = "contiguous-sdpa"
+"""The scoped-mode kind (sorted first among the library's kinds: the outermost mode)."""
 _NAMES = frozenset({"scaled_dot_product_attention", "ALL_ATTENTION_FUNCTIONS"})
 _OPERANDS = ("query", "key", "value")
 
@@ -144,16 +160,34 @@ def reaches_sdpa(module: nn.Module, fn: types.FunctionType) -> bool:
     return False
 
 
-class ContiguousSdpa(ModeScopedForward):
+def _factory(settings: frozenset[object]) -> ContiguousSdpaMode:
+    return ContiguousSdpaMode()
+
+
+register_kind(KIND, _factory)
+
+
+class ContiguousSdpa:
     """The ``contiguous-attention`` adapter, version 1.1 (see the module docstring)."""
 
     name = "contiguous-attention"
-    missing = "no forward reaches scaled_dot_product_attention or ALL_ATTENTION_FUNCTIONS"
-    mode = ContiguousSdpaMode
-    mark = _MARK
 
-    def selects(self, model: nn.Module) -> ForwardSelector:
-        return reaches_sdpa
+    def matches(self, model: nn.Module) -> bool:
+        if KIND in enabled(model):
+            return False  # already adapted
+        for module in model.modules():
+            fn = forward_function(module)
+            if fn is not None and reaches_sdpa(module, fn):
+                return True
+        return False
+
+    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
+        if not self.matches(model):
+            raise ValueError(
+                f"{self.name} does not apply to {type(model).__name__}: no forward reaches "
+                "scaled_dot_product_attention or ALL_ATTENTION_FUNCTIONS"
+            )
+        enable(model, edit, KIND, frozenset())
 
 
 adapter = ContiguousSdpa()

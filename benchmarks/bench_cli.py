@@ -1,0 +1,127 @@
+"""Start-up time of ``spyre-adapters`` commands that run no model (target: under 0.5 s each).
+
+Each command runs in a fresh process (as a user or a CI step runs it), round robin with the
+reference imports (the interpreter alone, ``import torch``, ``import transformers``,
+``import spyre_sim``), so every figure of a run is measured under the same machine load. Prints
+the median wall time of each over ``--repeat`` rounds, its ratio to ``import torch`` and
+whether the process imported torch or Transformers.
+
+    python benchmarks/bench_cli.py                # 5 rounds
+    python benchmarks/bench_cli.py --repeat 9 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_SECONDS = 0.5
+
+# Runs one command in-process and reports whether torch / Transformers got imported.
+_RUN = """
+import sys
+from spyre_adapters.cli import main
+try:
+    code = main({argv!r})
+except SystemExit as exit_:
+    code = exit_.code
+print("\\nIMPORTED", "torch" in sys.modules, "transformers" in sys.modules, file=sys.stderr)
+"""
+
+
+def commands(lock: Path) -> dict[str, list[str]]:
+    """The commands measured (the ones that run no model)."""
+    return {
+        "--version": ["--version"],
+        "--help": ["--help"],
+        "stacks": ["stacks"],
+        "list": ["list"],
+        "show rope-rotation": ["show", "rope-rotation"],
+        "audit": ["audit"],
+        "pin": ["pin", "--stack", "2026.05", "-o", str(lock)],
+        "check": ["check", "--lock", str(lock)],
+    }
+
+
+REFERENCES = {
+    "python (no import)": "pass",
+    "import torch": "import torch",
+    "import transformers": "import transformers",
+    "import spyre_sim": "import spyre_sim",
+}
+
+
+def _time(code: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        check=False,
+    )
+    return time.perf_counter() - start, done.stderr
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--repeat", type=int, default=5, help="rounds (default 5)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        lock = Path(tmp) / "bench.lock"
+        runs = {name: _RUN.format(argv=argv) for name, argv in commands(lock).items()}
+        runs.update(REFERENCES)
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        imported: dict[str, tuple[bool, bool]] = {}
+        _time(runs["pin"])  # the lock `check` reads; also warms the file cache
+        for _ in range(args.repeat):
+            for name, code in runs.items():
+                seconds, err = _time(code)
+                times[name].append(seconds)
+                for line in err.splitlines():
+                    if line.startswith("IMPORTED "):
+                        _, torch, transformers = line.split()
+                        imported[name] = (torch == "True", transformers == "True")
+    torch_median = statistics.median(times["import torch"])
+    rows = []
+    for name in runs:
+        median = statistics.median(times[name])
+        torch, transformers = imported.get(name, (None, None))
+        rows.append(
+            {
+                "what": name,
+                "median_s": round(median, 3),
+                "min_s": round(min(times[name]), 3),
+                "vs_import_torch": round(median / torch_median, 2),
+                "imports_torch": torch,
+                "imports_transformers": transformers,
+                "under_target": median < TARGET_SECONDS if name not in REFERENCES else None,
+            }
+        )
+    if args.json:
+        print(json.dumps({"target_s": TARGET_SECONDS, "repeat": args.repeat, "rows": rows}))
+        return 0
+    print(f"{'what':22} {'median s':>9} {'min s':>7} {'x torch':>8}  torch  transformers  <0.5s")
+    for row in rows:
+        flags = [
+            "-" if row[k] is None else ("yes" if row[k] else "no")
+            for k in ("imports_torch", "imports_transformers", "under_target")
+        ]
+        print(
+            f"{row['what']:22} {row['median_s']:9.3f} {row['min_s']:7.3f} "
+            f"{row['vs_import_torch']:8.2f}  {flags[0]:5}  {flags[1]:12}  {flags[2]}"
+        )
+    print(f"{args.repeat} rounds, each command in a fresh process, round robin")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

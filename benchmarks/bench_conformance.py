@@ -1,0 +1,267 @@
+"""Conformance of ``pytest --spyre`` on Transformers' own model tests, CPU and device side by side.
+
+Runs the selected tests of a Transformers test tree (the copy with a ``run`` script described in
+its README, by default ``../shared/transformers-tests`` next to this checkout) once on the CPU
+and once per device mode, in one go, and prints per family and mode: tests that pass on the
+CPU, how many of those pass on the device, the class of every failure (gap, precision,
+miscompile, adapter, emulator, unexplained; from the ``--spyre-report``), and wall time against
+the CPU run of the same selection::
+
+    python benchmarks/bench_conformance.py --python .venv-tt/bin/python
+    python benchmarks/bench_conformance.py --python ... --families llama,bert --selection fast
+    python benchmarks/bench_conformance.py --python ... --mode faithful --stack 2026.05
+
+``--python`` is the interpreter of a virtualenv that has the project, ``transformers==5.15.1``
+and the tree's ``requirements.txt``. Selections: ``smoke`` (the tree's SMOKE list: 15 core tests
+per file) or ``fast`` (whole files minus torch.compile and FSDP tests). Modes: ``cpu`` (always
+run: the denominator), ``faithful`` (``--spyre``: numerics and layout checks on) and
+``functional`` (``--spyre --spyre-numerics off --spyre-layout-checks off``). ``--json FILE``
+writes every number and every non-passing test with its class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TREE = ROOT.parent / "shared" / "transformers-tests"
+
+# The tree's SMOKE list (its `run` script): 15 core tests per test file.
+SMOKE_NAMES = (
+    "test_model", "test_forward_signature", "test_model_outputs_equivalence",
+    "test_batching_equivalence", "test_attention_outputs", "test_hidden_states_output",
+    "test_determinism", "test_save_load", "test_inputs_embeds", "test_past_key_values_format",
+    "test_left_padding_compatibility", "test_greedy_generate", "test_greedy_generate_dict_outputs",
+    "test_generate_continue_from_past_key_values",
+    "test_eager_matches_sdpa_inference_09_fp32_pad_left",
+)  # fmt: skip
+FAST_DESELECT = "not fsdp and not compil"
+
+# At least one family of every kind: decoder, encoder, encoder-decoder, vision, speech,
+# state-space, MoE.
+DEFAULT_FAMILIES = (
+    "llama", "gpt2", "gemma", "falcon", "opt", "bloom",  # decoders
+    "bert", "roberta", "albert", "deberta",  # encoders
+    "t5", "bart", "marian", "whisper",  # encoder-decoders (whisper: speech too)
+    "vit", "deit", "swin", "resnet", "clip",  # vision (clip: dual encoder)
+    "wav2vec2",  # speech
+    "mamba2", "falcon_mamba", "rwkv",  # state-space / recurrent
+    "olmoe", "granitemoe", "jamba",  # MoE (jamba: hybrid state-space MoE)
+)  # fmt: skip
+
+MODES: dict[str, list[str]] = {
+    "cpu": [],
+    "faithful": ["--spyre"],
+    "functional": ["--spyre", "--spyre-numerics", "off", "--spyre-layout-checks", "off"],
+}
+CLASSES = ("gap", "precision", "miscompile", "adapter", "emulator", "unexplained")
+
+
+@dataclass
+class ModeRun:
+    """One pytest run of the whole selection in one mode."""
+
+    mode: str
+    wall: float
+    outcomes: dict[str, str]  # nodeid -> passed/failed/skipped/error
+    classes: dict[str, dict[str, str]] = field(default_factory=dict)  # nodeid -> failure
+
+
+def _family(nodeid: str) -> str:
+    parts = nodeid.split("/")
+    return parts[2] if len(parts) > 3 and parts[1] == "models" else parts[0]
+
+
+def _junit_outcomes(path: Path, tree: Path) -> dict[str, str]:
+    outcomes: dict[str, str] = {}
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        classname, name = case.get("classname", ""), case.get("name", "")
+        parts = classname.split(".")
+        nodeid = None
+        for cut in range(len(parts), 0, -1):
+            module = "/".join(parts[:cut]) + ".py"
+            if (tree / "tree" / module).is_file():
+                nodeid = "::".join([module, *parts[cut:], name])
+                break
+        if nodeid is None:
+            continue
+        tags = {child.tag for child in case}
+        if "failure" in tags:
+            outcome = "failed"
+        elif "error" in tags:
+            outcome = "error"
+        elif "skipped" in tags:
+            outcome = "skipped"
+        else:
+            outcome = "passed"
+        # a test with a failing teardown reports twice; the worse outcome wins
+        if outcomes.get(nodeid) not in ("failed", "error"):
+            outcomes[nodeid] = outcome
+    return outcomes
+
+
+def _collect(
+    runner: list[str], files: list[str], env: dict[str, str], deselect: str | None
+) -> list[str]:
+    cmd = [*runner, *files, "--collect-only", "-q", "-p", "no:logging"]
+    if deselect:
+        cmd += ["-k", deselect]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    ids = [line.strip() for line in done.stdout.splitlines() if "::" in line and " " not in line]
+    if not ids:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+        raise SystemExit("collection found no test; is --python the right interpreter?")
+    return ids
+
+
+def _run(
+    mode: str, runner: list[str], ids: list[str], env: dict[str, str], extra: list[str],
+    tree: Path, workdir: Path,
+) -> ModeRun:  # fmt: skip
+    junit = workdir / f"{mode}.xml"
+    report = workdir / f"{mode}.json"
+    cmd = [*runner, *ids, "-q", "-p", "no:logging", "--tb=no", f"--junitxml={junit}", *extra]
+    if mode != "cpu":
+        cmd += [*MODES[mode], f"--spyre-report={report}"]
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    wall = time.perf_counter() - start
+    if done.returncode not in (0, 1) or not junit.is_file():
+        sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
+        raise SystemExit(f"pytest exited {done.returncode} in mode {mode}")
+    result = ModeRun(mode, wall, _junit_outcomes(junit, tree))
+    if report.is_file():
+        data = json.loads(report.read_text())
+        for test in data.get("tests", []):
+            failure = test.get("failure")
+            if failure:
+                result.classes[test["nodeid"]] = failure
+    return result
+
+
+def _table(runs: list[ModeRun], families: list[str]) -> tuple[str, dict[str, Any]]:
+    cpu = next(r for r in runs if r.mode == "cpu")
+    cpu_pass = {n for n, o in cpu.outcomes.items() if o == "passed"}
+    lines = []
+    head = f"{'family':<14}{'mode':<11}{'cpu-pass':>9}{'pass':>6}{'pct':>7}  failures by class"
+    lines.append(head)
+    summary: dict[str, Any] = {"families": {}, "totals": {}}
+    for fam in [*families, "ALL"]:
+        mine = {n for n in cpu_pass if fam == "ALL" or _family(n) == fam}
+        for run in runs:
+            if run.mode == "cpu":
+                continue
+            passed = {n for n in mine if run.outcomes.get(n) == "passed"}
+            classes: Counter[str] = Counter()
+            for nodeid in sorted(mine - passed):
+                outcome = run.outcomes.get(nodeid, "missing")
+                failure = run.classes.get(nodeid)
+                if failure is not None:
+                    classes[failure["class"]] += 1
+                elif outcome == "skipped":
+                    classes["skipped"] += 1
+                else:
+                    classes["unexplained"] += 1
+            pct = 100.0 * len(passed) / len(mine) if mine else 0.0
+            text = ", ".join(f"{k} {v}" for k, v in sorted(classes.items())) or "-"
+            lines.append(
+                f"{fam:<14}{run.mode:<11}{len(mine):>9}{len(passed):>6}{pct:>6.1f}%  {text}"
+            )
+            entry = {"cpu_passing": len(mine), "passing": len(passed), "failures": dict(classes)}
+            target = summary["totals"] if fam == "ALL" else summary["families"].setdefault(fam, {})
+            target[run.mode] = entry
+    lines.append("")
+    lines.append(f"{'mode':<11}{'wall s':>9}{'x cpu':>8}")
+    for run in runs:
+        lines.append(f"{run.mode:<11}{run.wall:>9.1f}{run.wall / cpu.wall:>8.2f}")
+        summary.setdefault("wall", {})[run.mode] = {"seconds": round(run.wall, 1),
+                                                    "ratio": round(run.wall / cpu.wall, 3)}  # fmt: skip
+    return "\n".join(lines), summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", required=True, help="interpreter of the tree's virtualenv")
+    parser.add_argument(
+        "--tree", type=Path, default=Path(os.environ.get("SPYRE_TT_DIR", DEFAULT_TREE))
+    )
+    parser.add_argument("--families", default=",".join(DEFAULT_FAMILIES))
+    parser.add_argument("--selection", choices=("smoke", "fast"), default="smoke")
+    parser.add_argument("--mode", action="append", choices=("faithful", "functional"))
+    parser.add_argument("--stack", default=None, help="stack release of the device runs")
+    parser.add_argument(
+        "-n", "--jobs", type=int, default=0, help="pytest-xdist workers (0: serial)"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write the figures to FILE")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments for every run")
+    args = parser.parse_args(argv)
+
+    runner_script = args.tree / "run"
+    if not runner_script.is_file():
+        print(f"bench_conformance: no Transformers test tree at {args.tree} (no `run` script); "
+              "give --tree or set SPYRE_TT_DIR", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.json is not None and not args.json.parent.resolve().is_dir():
+        print(
+            f"bench_conformance: the directory of --json {args.json} does not exist",
+            file=sys.stderr,
+        )
+        return 2
+    families = [f for f in args.families.split(",") if f]
+    files = []
+    for fam in families:
+        path = f"tests/models/{fam}/test_modeling_{fam}.py"
+        if not (args.tree / "tree" / path).is_file():
+            print(f"bench_conformance: {fam}: no {path} in the tree; skipped", file=sys.stderr)
+            continue
+        files.append(path)
+    env = dict(os.environ, PYTHON=args.python)
+    runner = [str(runner_script)]
+    deselect = FAST_DESELECT if args.selection == "fast" else None
+    ids = _collect(runner, files, env, deselect)
+    if args.selection == "smoke":
+        pattern = re.compile(r"::(" + "|".join(SMOKE_NAMES) + r")$")
+        ids = [i for i in ids if pattern.search(i)]
+    print(f"{len(ids)} tests selected ({args.selection}) in {len(files)} files", file=sys.stderr)
+    extra = list(args.pytest_args)
+    if args.jobs:
+        extra += ["-n", str(args.jobs)]
+    device_extra = [*extra, *([f"--spyre-stack={args.stack}"] if args.stack else [])]
+    modes = args.mode or ["faithful", "functional"]
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for mode in ["cpu", *modes]:
+            print(f"running {mode} ...", file=sys.stderr)
+            runs.append(_run(mode, runner, ids, env, extra if mode == "cpu" else device_extra,
+                             args.tree, work))  # fmt: skip
+    text, summary = _table(runs, [f for f in families if any(_family(i) == f for i in ids)])
+    summary["selection"] = args.selection
+    summary["stack"] = args.stack or "newest"
+    summary["failing"] = {
+        run.mode: {n: run.classes.get(n, {"class": "unexplained", "detail": run.outcomes.get(n, "missing")})
+                   for n in sorted(ids) if run.outcomes.get(n) != "passed"
+                   and next(r for r in runs if r.mode == "cpu").outcomes.get(n) == "passed"}
+        for run in runs if run.mode != "cpu"
+    }  # fmt: skip
+    print(text)
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""Why a test failed on the device: one class per failure, decided from the evidence at hand.
+
+:func:`classify` looks at the exception that failed a test phase, the test's record so far
+(miscompiles the device reproduced, adapters that failed to prepare) and the closeness checks
+that failed in the test (:mod:`pytest_spyre.precision`), and returns a
+:class:`~pytest_spyre.record.Failure` in one of these classes, first match wins:
+
+``adapter``
+    an adapter failed to prepare (``AdapterApplyError``), or the innermost frame of the
+    exception is adapter code (``spyre_adapters``): a bug of an adapter;
+``gap``
+    a lowering or layout error of the device (``SpyreLoweringError``) anywhere in the chain: a
+    gap of the release stopped the model;
+``emulator``
+    the innermost frame is the device or the plugin (``spyre_sim``, ``pytest_spyre``) and the
+    exception is not one the device raises on purpose: a bug of ours;
+``miscompile``
+    the device reproduced a documented miscompile during the test (wrong numbers, on purpose);
+``precision``
+    a closeness check (``torch.allclose``, ``torch.testing.assert_close``, ...) failed in the
+    test: the device's number format is not as precise as the tolerance asks;
+``unexplained``
+    none of the above. Must not happen: it means a behaviour of the device or of an adapter
+    that nobody has explained yet.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pytest_spyre.record import Failure, TestRecord
+
+__all__ = ["classify", "innermost_package"]
+
+_PACKAGES = ("spyre_sim", "spyre_adapters", "pytest_spyre")
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        for inner in getattr(exc, "exceptions", ()):  # exception groups
+            yield from _chain(inner)
+        exc = exc.__cause__ or exc.__context__
+
+
+def _package_of(filename: str) -> str | None:
+    parts = os.path.normpath(filename).split(os.sep)
+    for package in _PACKAGES:
+        if package in parts[:-1]:
+            return package
+    return None
+
+
+def innermost_package(exc: BaseException) -> tuple[str, str] | None:
+    """``(package, "file:line in function")`` of the innermost traceback frame of ``exc`` when
+    it is in one of the project's packages, else None."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None:
+        return None
+    code = last.tb_frame.f_code
+    package = _package_of(code.co_filename)
+    if package is None:
+        return None
+    where = f"{os.path.basename(code.co_filename)}:{last.tb_lineno} in {code.co_name}"
+    return package, where
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    head = text[0] if text else ""
+    return f"{type(exc).__name__}: {head}"[:300]
+
+
+def classify(
+    exc: BaseException | None,
+    record: TestRecord,
+    closeness: Sequence[dict[str, Any]],
+    device_format: str,
+) -> Failure:
+    """The class of a failure (see the module docstring). ``closeness``: the failed closeness
+    checks of the test, newest last; ``device_format``: how the device stored the values
+    compared (e.g. "DL16 (fp16 storage)"), quoted in precision failures."""
+    from spyre_adapters.errors import AdapterApplyError
+    from spyre_sim.errors import SpyreLoweringError, SpyreSimError
+
+    chain = list(_chain(exc))
+    for error in chain:
+        if isinstance(error, AdapterApplyError):
+            return Failure(
+                "adapter", _first_line(error), adapter=f"{error.adapter} {error.version}"
+            )
+    if exc is not None:
+        where = innermost_package(exc)
+        if where is not None and where[0] == "spyre_adapters":
+            return Failure("adapter", f"{_first_line(exc)} (raised in {where[1]})")
+    for error in chain:
+        if isinstance(error, SpyreLoweringError):
+            return Failure("gap", str(error).splitlines()[0][:300], gap=error.gap)
+    if exc is not None:
+        where = innermost_package(exc)
+        if where is not None and not isinstance(exc, SpyreSimError):
+            return Failure("emulator", f"{_first_line(exc)} (raised in {where[1]})")
+    if record.miscompiles:
+        gaps = sorted(record.miscompiles)
+        return Failure(
+            "miscompile",
+            "the device reproduced documented wrong numbers: "
+            + ", ".join(f"{g} x{record.miscompiles[g]}" for g in gaps),
+            gap=gaps[0],
+        )
+    if closeness:
+        check = dict(closeness[-1])
+        check["device_format"] = device_format
+        return Failure("precision", _precision_line(check), measured=check)
+    return Failure("unexplained", _first_line(exc) if exc is not None else "failed")
+
+
+def _precision_line(check: dict[str, Any]) -> str:
+    parts = [f"{check.get('check', 'closeness check')} failed"]
+    if "max_abs_diff" in check:
+        parts.append(f"max abs diff {check['max_abs_diff']:.3g}")
+    if "max_rel_diff" in check:
+        parts.append(f"max rel diff {check['max_rel_diff']:.3g}")
+    if "atol" in check or "rtol" in check:
+        parts.append(f"(atol {check.get('atol')}, rtol {check.get('rtol')})")
+    if check.get("nan"):
+        parts.append(f"{check['nan']} NaN")
+    parts.append(f"values stored as {check['device_format']}")
+    return ", ".join(parts)

@@ -1,0 +1,151 @@
+"""Closeness checks that fail in a test, with what they measured: the evidence of a precision
+failure.
+
+While a ``--spyre`` run is active, the closeness checks test suites use are wrapped:
+``torch.allclose`` / ``Tensor.allclose``, ``torch.testing.assert_close`` and NumPy's
+``allclose`` / ``testing.assert_allclose``. Each behaves exactly as before (same result, same
+exception); when one finds its operands not close, :class:`ClosenessLog` records the check,
+the largest absolute and relative difference, the tolerances, NaN counts and the shape. A test
+that then fails for a reason other than a device error is a *precision* failure
+(:mod:`pytest_spyre.classify`), reported with those numbers and the device's number format.
+
+Operands of different shapes are not a precision question and are not recorded.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+__all__ = ["ClosenessLog"]
+
+
+def _as_tensor(value: Any) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu")
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def _measure(check: str, actual: Any, expected: Any, rtol: Any, atol: Any) -> dict[str, Any] | None:
+    a, b = _as_tensor(actual), _as_tensor(expected)
+    if a is None or b is None or a.shape != b.shape or a.numel() == 0:
+        return None
+    if a.is_complex() or b.is_complex() or not (a.is_floating_point() or b.is_floating_point()):
+        return None
+    x, y = a.to(torch.float64), b.to(torch.float64)
+    nan = int((torch.isnan(x) | torch.isnan(y)).sum())
+    finite = torch.isfinite(x) & torch.isfinite(y)
+    diff = (x - y).abs()
+    abs_diff = float(diff[finite].max()) if bool(finite.any()) else math.nan
+    denominator = y.abs()
+    relative = diff[finite & (denominator > 0)] / denominator[finite & (denominator > 0)]
+    rel_diff = float(relative.max()) if relative.numel() else 0.0
+    return {
+        "check": check,
+        "max_abs_diff": abs_diff,
+        "max_rel_diff": rel_diff,
+        "atol": None if atol is None else float(atol),
+        "rtol": None if rtol is None else float(rtol),
+        "nan": nan,
+        "shape": list(a.shape),
+        "dtype": str(a.dtype).replace("torch.", ""),
+    }
+
+
+class ClosenessLog:
+    """Wraps the closeness checks between :meth:`install` and :meth:`uninstall` and keeps the
+    failed ones in :attr:`failures` (cleared by the caller per test)."""
+
+    def __init__(self) -> None:
+        self.failures: list[dict[str, Any]] = []
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def _record(self, measured: dict[str, Any] | None) -> None:
+        if measured is not None:
+            self.failures.append(measured)
+
+    def install(self) -> None:
+        if self._saved:
+            return
+        log = self
+        allclose, tensor_allclose = torch.allclose, torch.Tensor.allclose
+        assert_close = torch.testing.assert_close
+
+        def wrapped_allclose(input: Any, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
+                             equal_nan: bool = False) -> bool:  # fmt: skip
+            result = bool(allclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan))
+            if not result:
+                log._record(_measure("torch.allclose", input, other, rtol, atol))
+            return result
+
+        def wrapped_tensor_allclose(self: torch.Tensor, other: Any, rtol: float = 1e-05,
+                                    atol: float = 1e-08, equal_nan: bool = False) -> bool:  # fmt: skip
+            result = bool(tensor_allclose(self, other, rtol=rtol, atol=atol, equal_nan=equal_nan))
+            if not result:
+                log._record(_measure("Tensor.allclose", self, other, rtol, atol))
+            return result
+
+        def wrapped_assert_close(actual: Any, expected: Any, *args: Any, **kwargs: Any) -> None:
+            try:
+                assert_close(actual, expected, *args, **kwargs)
+            except AssertionError:
+                log._record(_measure("torch.testing.assert_close", actual, expected,
+                                     kwargs.get("rtol"), kwargs.get("atol")))  # fmt: skip
+                raise
+
+        wrappers: list[tuple[Any, Any]] = [
+            (wrapped_allclose, allclose),
+            (wrapped_assert_close, assert_close),
+        ]
+        for wrapper, original in wrappers:
+            wrapper.__doc__ = original.__doc__
+            wrapper.__wrapped__ = original
+        self._saved = [
+            (torch, "allclose", allclose),
+            (torch.Tensor, "allclose", tensor_allclose),
+            (torch.testing, "assert_close", assert_close),
+        ]
+        torch.allclose = wrapped_allclose
+        torch.Tensor.allclose = wrapped_tensor_allclose  # type: ignore[method-assign,assignment]
+        torch.testing.assert_close = wrapped_assert_close
+        self._wrap_numpy()
+
+    def _wrap_numpy(self) -> None:
+        try:
+            import numpy
+        except ImportError:  # pragma: no cover - numpy comes with torch
+            return
+        log = self
+        np_allclose, np_assert = numpy.allclose, numpy.testing.assert_allclose
+
+        def wrapped_np_allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
+                                equal_nan: bool = False) -> Any:  # fmt: skip
+            result = np_allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+            if not result:
+                log._record(_measure("numpy.allclose", a, b, rtol, atol))
+            return result
+
+        def wrapped_np_assert(actual: Any, desired: Any, rtol: float = 1e-07, atol: float = 0,
+                              *args: Any, **kwargs: Any) -> None:  # fmt: skip
+            try:
+                np_assert(actual, desired, rtol, atol, *args, **kwargs)
+            except AssertionError:
+                log._record(_measure("numpy.testing.assert_allclose", actual, desired, rtol, atol))
+                raise
+
+        self._saved += [
+            (numpy, "allclose", np_allclose),
+            (numpy.testing, "assert_allclose", np_assert),
+        ]
+        numpy.allclose = wrapped_np_allclose  # type: ignore[assignment]
+        numpy.testing.assert_allclose = wrapped_np_assert
+
+    def uninstall(self) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved = []

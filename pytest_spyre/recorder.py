@@ -1,0 +1,281 @@
+"""What happened on the device in each test: the per-test record, and why a failure failed.
+
+:class:`TestRecorder` is the plugin object that keeps a :class:`~pytest_spyre.record.TestRecord`
+per test in ``item.stash`` and, once the test is finished, in :attr:`TestRecorder.records`:
+
+- the telemetry difference of each phase (setup, call, teardown) -- gaps hit with their module
+  paths, fallbacks, miscompiles, harness ops -- measured around the phase itself, so work done
+  while pytest renders a report (``repr`` of device tensors in a traceback) is not counted;
+- the adapters applied by moving a model to the device, adapters that failed to prepare, and
+  with ``--spyre-compare`` the agreement of each top-level forward with a CPU copy;
+- for a failing phase, the failure's class (:mod:`pytest_spyre.classify`: gap, precision,
+  miscompile, adapter, emulator, unexplained), shown in a ``spyre`` report section with the
+  evidence (the gap and where it closes, the measured difference and the device format, ...);
+  a documented miscompile that fires in a test gets a section even when the test passed;
+- the outcome, as pytest counts it: a test with failed subtests is failed, each failed subtest
+  is counted too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+from torch import nn
+
+from pytest_spyre.classify import classify
+from pytest_spyre.inference_only import InferenceOnlySkip
+from pytest_spyre.record import Agreement, Blocker, Failure, TestRecord
+from pytest_spyre.session import DeviceSession
+from spyre_sim import InferenceOnlyError, SpyreLoweringError
+from spyre_sim.telemetry import diff as telemetry_diff
+from spyre_sim.telemetry import snapshot as telemetry_snapshot
+
+__all__ = ["RECORD_KEY", "TestRecorder", "blocker_text"]
+
+RECORD_KEY = pytest.StashKey[TestRecord]()
+_PHASES_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
+_HARNESS = "harness"
+
+
+def _find(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kind):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _training_stop(exc: BaseException | None) -> InferenceOnlyError | None:
+    """The inference-only error behind ``exc``: backward on the device, or a device error raised
+    in a training step (gradients on, model in training mode); None otherwise. A forward that
+    computes a loss under ``no_grad`` or in eval mode is inference, judged like any other."""
+    if isinstance(exc, InferenceOnlySkip):
+        return exc.error
+    found = _find(exc, InferenceOnlyError)
+    if isinstance(found, InferenceOnlyError):
+        return found
+    lowering = _find(exc, SpyreLoweringError)
+    if isinstance(lowering, SpyreLoweringError) and lowering.in_training:
+        return InferenceOnlyError(
+            f"a training step (gradients enabled, model in training mode) met the device: "
+            f"{str(lowering).splitlines()[0]}"
+        )
+    return None
+
+
+def blocker_text(blocker: Blocker, resolved: list[str]) -> str:
+    """The ``spyre`` section of a test stopped by a gap."""
+    closes = blocker.closes_in or (
+        "never (lasting hardware property)" if blocker.lasting else "no known release"
+    )
+    lines = [
+        f"blocked by gap `{blocker.gap}` at stack {blocker.release}",
+        f"  op:          {blocker.op}",
+        f"  module path: {blocker.module_path or '(not inside a module forward)'}",
+    ]
+    if blocker.runs_from and blocker.runs_from != blocker.closes_in:
+        lines.append(f"  runs from:   {blocker.runs_from} (as a cpu-fallback)")
+    lines.append(f"  closes in:   {closes}")
+    lines.append(
+        "  bridged by:  "
+        + (", ".join(blocker.bridged_by) if blocker.bridged_by
+           else "no registered adapter matches this model for this gap")
+    )  # fmt: skip
+    applied = [b for b in blocker.bridged_by if b in resolved]
+    if applied:
+        lines.append(
+            f"  note: {', '.join(applied)} is applied but does not cover this use of the gap "
+            "(see the hint in the error)"
+        )
+    return "\n".join(lines)
+
+
+def _section(failure: Failure, blocker: Blocker | None, resolved: list[str]) -> str:
+    if failure.cls == "gap" and blocker is not None:
+        return blocker_text(blocker, resolved)
+    if failure.cls == "precision":
+        measured = failure.measured or {}
+        return "\n".join([
+            "precision: a closeness check failed; the device computes in a narrower format",
+            f"  check:       {measured.get('check')} on {measured.get('dtype')} "
+            f"{measured.get('shape')}",
+            f"  measured:    max abs diff {measured.get('max_abs_diff'):.3g}, max rel diff "
+            f"{measured.get('max_rel_diff'):.3g}, NaN {measured.get('nan')}",
+            f"  tolerance:   atol {measured.get('atol')}, rtol {measured.get('rtol')}",
+            f"  device format: {measured.get('device_format')}",
+        ])  # fmt: skip
+    if failure.cls == "miscompile":
+        return f"miscompile: {failure.detail}"
+    if failure.cls == "adapter":
+        return f"adapter failure: {failure.detail}"
+    if failure.cls == "emulator":
+        return f"emulator defect (a bug of the emulated device or the plugin): {failure.detail}"
+    return f"unexplained failure on the device: {failure.detail}"
+
+
+class TestRecorder:
+    """Per-test records of one run (see the module docstring)."""
+
+    __test__ = False
+
+    def __init__(self, session: DeviceSession) -> None:
+        self.session = session
+        self.records: dict[str, TestRecord] = {}
+        self._open: dict[str, TestRecord] = {}
+        self._phases: dict[str, dict[str, pytest.TestReport]] = {}
+        self._current: TestRecord | None = None
+        session.on_applied = self._applied
+        session.on_agreement = self._agreement
+        session.on_adapter_error = self._adapter_error
+
+    # -- callbacks from the device session ---------------------------------------------------
+    def _applied(self, model: nn.Module, applied: list[str]) -> None:
+        rec = self._current
+        if rec is not None:
+            rec.adapters.extend(a for a in applied if a not in rec.adapters)
+
+    def _agreement(self, value: Agreement) -> None:
+        if self._current is not None:
+            self._current.compare.append(value)
+
+    def _adapter_error(self, what: str) -> None:
+        if self._current is not None and what not in self._current.adapter_errors:
+            self._current.adapter_errors.append(what)
+
+    # -- phases ---------------------------------------------------------------------------------
+    def _fold(self, rec: TestRecord, before: dict[str, Any]) -> None:
+        delta = telemetry_diff(telemetry_snapshot(), before)
+        for gap, entry in delta.get("gaps", {}).items():
+            rec.gaps[gap] = rec.gaps.get(gap, 0) + int(entry["count"])
+            paths = rec.gap_modules.setdefault(gap, [])
+            paths.extend(p for p in entry.get("modules", []) if p not in paths)
+        for gap, count in delta.get("errors", {}).items():
+            rec.gaps.setdefault(gap, 0)
+            if gap not in delta.get("gaps", {}):
+                rec.gaps[gap] += int(count)
+        for op, count in delta.get("fallbacks", {}).items():
+            rec.fallbacks[op] = rec.fallbacks.get(op, 0) + int(count)
+        for gap, entry in delta.get("miscompiles", {}).items():
+            rec.miscompiles[gap] = rec.miscompiles.get(gap, 0) + int(entry["count"])
+        rec.harness_ops += sum(int(d.get(_HARNESS, 0)) for d in delta.get("ops", {}).values())
+
+    def _phase(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        rec = item.stash[RECORD_KEY]
+        before = telemetry_snapshot()
+        try:
+            return (yield)
+        finally:
+            self._fold(rec, before)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        on_host = item.get_closest_marker("no_spyre") is not None
+        rec = TestRecord(item.nodeid, on_device=not on_host)
+        item.stash[RECORD_KEY] = rec
+        self._open[item.nodeid] = rec
+        self._phases[item.nodeid] = {}
+        self._current = rec
+        self.session.closeness.failures.clear()
+        if self.session.placement is not None:
+            self.session.placement.enabled = not on_host
+        return (yield from self._phase(item))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        return (yield from self._phase(item))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        try:
+            return (yield from self._phase(item))
+        finally:
+            self._current = None
+            if self.session.placement is not None:
+                self.session.placement.enabled = True
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        rec = item.stash.get(RECORD_KEY, None)
+        if rec is not None and call.when == "teardown":  # JUnit XML reads them from the report
+            item.user_properties.extend(rec.properties())
+        report: pytest.TestReport = yield
+        if rec is None:
+            return report
+        exc = call.excinfo.value if call.excinfo is not None else None
+        stop = _training_stop(exc)
+        if stop is not None:
+            rec.inference_only = True
+            if report.failed:  # not raised by the guard: a training forward stopped by a gap
+                report.outcome = "skipped"
+                report.longrepr = (str(item.path), item.location[1] or 0,
+                                   str(InferenceOnlySkip(stop).msg))  # fmt: skip
+            return report
+        if report.failed:
+            failure = classify(exc, rec, self.session.closeness.failures,
+                               self.session.device_format)  # fmt: skip
+            blocker = None
+            lowering = _find(exc, SpyreLoweringError)
+            if isinstance(lowering, SpyreLoweringError):
+                blocker = self._blocker(lowering)
+                if rec.blocked_by is None:
+                    rec.blocked_by = blocker
+            if rec.failure is None:
+                rec.failure = failure
+            report.sections.append(
+                ("spyre", _section(failure, blocker, self.session.adapters.resolved))
+            )
+        elif rec.miscompiles and call.when == "call":
+            report.sections.append((
+                "spyre",
+                "miscompile: the device reproduced documented wrong numbers in this test ("
+                + ", ".join(f"{g} x{n}" for g, n in sorted(rec.miscompiles.items()))
+                + ") and the test passed: its checks did not look at them",
+            ))  # fmt: skip
+        return report
+
+    def _blocker(self, error: SpyreLoweringError) -> Blocker:
+        return Blocker(
+            gap=error.gap, op=error.op, release=error.release, module_path=error.module_path,
+            closes_in=error.closes_in, lasting=error.lasting, message=str(error).split("\n")[0],
+            bridged_by=self.session.bridges.get(error, []), runs_from=error.runs_from,
+        )  # fmt: skip
+
+    # -- outcomes -------------------------------------------------------------------------------
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        rec = self._open.get(report.nodeid)
+        if rec is None:
+            return
+        if hasattr(report, "context"):  # a subtest's report (pytest's SubtestReport)
+            if report.failed:
+                rec.subtests_failed += 1
+            return
+        self._phases[report.nodeid][report.when] = report
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        rec = self._open.pop(nodeid, None)
+        if rec is None:
+            return
+        rec.outcome = _outcome(self._phases.pop(nodeid, {}), rec.subtests_failed)
+        self.records[nodeid] = rec
+
+
+def _outcome(phases: dict[str, pytest.TestReport], subtests_failed: int) -> str:
+    setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
+    if setup is not None and setup.failed:
+        return "error"
+    for report in (setup, call):
+        if report is not None and report.skipped:
+            return "xfailed" if hasattr(report, "wasxfail") else "skipped"
+    if call is not None and (call.failed or subtests_failed):
+        return "failed"
+    if teardown is not None and teardown.failed:
+        return "error"
+    if call is not None and hasattr(call, "wasxfail"):
+        return "xpassed"
+    return "passed"

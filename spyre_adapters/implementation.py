@@ -1,0 +1,237 @@
+"""What an adapter version's implementation is: the files a lock hashes, and who provides them.
+
+A manifest's ``entry_point`` names a module; the implementation of that version is
+
+- for an adapter installed from a distribution (a wheel: ``pip install acme-adapters``), the
+  files the distribution's ``RECORD`` lists for that module: the module's file, or, when the
+  entry point names a package, every file under the package's folder (data files included,
+  bytecode caches excluded). The files are read from disk, so an installed file edited after
+  installation changes the hash. Nothing is found by reading imports: a version that needs a
+  helper module ships it inside its own package (``acme_adapters/widget_v2/``), and each
+  version lives in its own module or package, so installing a later build that adds a version
+  leaves the earlier versions' hashes as they were;
+- for the built-in adapters of ``spyre_adapters`` itself, and for code that no distribution
+  records (a source checkout on ``sys.path``, an editable install): the entry module and every
+  module of the entry module's own package that it imports, directly or through each other,
+  found from their ``import`` statements. The built-ins are hashed this way however
+  spyre-adapters is installed, so a lock means the same in a checkout and in a wheel; each
+  released built-in version's hash is recorded in ``manifests/released.sha256`` and tested.
+
+:func:`provider` names the distribution (and its version) that provides an implementation:
+the distribution whose files include the entry module, else the one whose entry point
+registered the manifest.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from spyre_adapters.manifest import Manifest
+from spyre_adapters.registry import Registry
+
+__all__ = [
+    "BUILTIN_PACKAGE",
+    "Distribution",
+    "implementation_files",
+    "implementation_sha256",
+    "implementation_sources",
+    "provider",
+]
+
+#: The top-level package whose adapters are always hashed from source (see the docstring).
+BUILTIN_PACKAGE = "spyre_adapters"
+_NO_FILE = "no-source-file"
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """An installed distribution: ``name`` as its metadata spells it, and ``version``."""
+
+    name: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.version}"
+
+
+def _module_name(manifest: Manifest) -> str:
+    return manifest.entry_point.partition(":")[0]
+
+
+def _origin(module_name: str) -> Path | None:
+    module = sys.modules.get(module_name)
+    origin = getattr(module, "__file__", None) if module is not None else None
+    if origin is None:
+        try:
+            spec = importlib.util.find_spec(module_name)
+        except (ImportError, ValueError):
+            return None
+        origin = spec.origin if spec is not None else None
+    if origin is None or not Path(origin).is_file():
+        return None
+    return Path(origin)
+
+
+def _provides(dist: importlib.metadata.Distribution, top: str) -> bool:
+    listed = dist.read_text("top_level.txt")
+    if listed is not None and top in listed.split():
+        return True
+    return any(f.parts and f.parts[0] in (top, f"{top}.py") for f in dist.files or ())
+
+
+@functools.lru_cache(maxsize=8)
+def _packages(path: tuple[str, ...]) -> dict[str, list[str]]:
+    return dict(importlib.metadata.packages_distributions())
+
+
+def _distribution_of(module_name: str) -> importlib.metadata.Distribution | None:
+    """The installed distribution that provides ``module_name``'s top-level package."""
+    top = module_name.partition(".")[0]
+    try:
+        dist = importlib.metadata.distribution(top)  # names normalise: spyre_adapters
+    except importlib.metadata.PackageNotFoundError:
+        dist = None
+    if dist is not None and _provides(dist, top):
+        return dist
+    for name in _packages(tuple(sys.path)).get(top, []):
+        try:
+            return importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:  # pragma: no cover - raced uninstall
+            continue
+    return None
+
+
+def provider(manifest: Manifest, registry: Registry | None = None) -> Distribution | None:
+    """The distribution providing ``manifest``'s implementation (see the module docstring)."""
+    dist = _distribution_of(_module_name(manifest))
+    if dist is not None:
+        return Distribution(dist.metadata["Name"], dist.version)
+    if registry is not None:
+        registered = registry.provider_of(manifest)
+        if registered.distribution is not None and registered.version is not None:
+            return Distribution(registered.distribution, registered.version)
+    return None
+
+
+def _recorded(dist: importlib.metadata.Distribution, origin: Path) -> list[tuple[str, Path]]:
+    """The RECORD files of ``dist`` that make up the module at ``origin`` (empty when the
+    distribution does not record that file, as in an editable install)."""
+    origin = origin.resolve()
+    package = origin.parent if origin.name == "__init__.py" else None
+    chosen: list[tuple[str, Path]] = []
+    found = False
+    for entry in dist.files or ():
+        if "__pycache__" in entry.parts or entry.suffix == ".pyc":
+            continue
+        if package is None and entry.name != origin.name:
+            continue
+        path = Path(str(dist.locate_file(entry))).resolve()
+        if path == origin:
+            found = True
+            chosen.append((entry.as_posix(), path))
+        elif package is not None and package in path.parents:
+            chosen.append((entry.as_posix(), path))
+    return sorted(chosen) if found else []
+
+
+def implementation_files(manifest: Manifest) -> list[tuple[str, Path]]:
+    """``(label, file)`` of every file hashed for ``manifest``'s implementation, sorted: RECORD
+    paths for a distribution's files, module names for source files (module docstring)."""
+    module_name = _module_name(manifest)
+    origin = _origin(module_name)
+    if origin is None:
+        return []
+    if module_name.partition(".")[0] != BUILTIN_PACKAGE:
+        dist = _distribution_of(module_name)
+        if dist is not None:
+            recorded = _recorded(dist, origin)
+            if recorded:
+                return recorded
+    return implementation_sources(module_name, origin)
+
+
+def _file_digest(path: Path) -> bytes:
+    try:
+        return hashlib.sha256(path.read_bytes()).digest()
+    except OSError:
+        return _NO_FILE.encode()
+
+
+def implementation_sha256(manifest: Manifest) -> str:
+    """sha256 over ``(label, NUL, sha256 of the file)`` of every implementation file."""
+    files = implementation_files(manifest)
+    if not files:
+        return _NO_FILE
+    digest = hashlib.sha256()
+    for label, path in files:
+        digest.update(label.encode() + b"\0" + _file_digest(path))
+    return digest.hexdigest()
+
+
+def _scope(module_name: str, path: Path) -> str:
+    """The package whose modules count as part of ``module_name``'s implementation."""
+    if path.name == "__init__.py":
+        return module_name
+    return module_name.rpartition(".")[0] or module_name
+
+
+def implementation_sources(module_name: str, path: Path) -> list[tuple[str, Path]]:
+    """``(module name, source file)`` of ``module_name`` and of every module of its own
+    package reachable through ``import`` statements, sorted by name."""
+    scope = _scope(module_name, path)
+    found: dict[str, Path] = {module_name: path}
+    pending = [(module_name, path)]
+    while pending:
+        name, source = pending.pop()
+        package = name if source.name == "__init__.py" else name.rpartition(".")[0]
+        for imported in _imports(source, package):
+            inside = imported == scope or imported.startswith(scope + ".")
+            if not inside or imported in found:
+                continue
+            origin = _source_of(imported)
+            if origin is not None:
+                found[imported] = origin
+                pending.append((imported, origin))
+    return sorted(found.items())
+
+
+def _imports(source: Path, package: str) -> set[str]:
+    """Absolute names of the modules a source file imports (``from X import y`` yields
+    ``X.y`` when that is a module and ``X`` otherwise; see :func:`_source_of`)."""
+    tree = ast.parse(source.read_bytes(), filename=str(source))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            candidates = [f"{base}.{alias.name}" for alias in node.names]
+            # only the own package's candidates: find_spec imports a candidate's parents
+            # (``from transformers.x import y`` would import Transformers)
+            top = package.partition(".")[0]
+            own = [c for c in candidates if c.partition(".")[0] == top]
+            names.update(c for c in own if _source_of(c) is not None)
+            names.add(base)
+    return names
+
+
+def _source_of(module_name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec is not None else None
+    if origin is None or not origin.endswith(".py") or not Path(origin).is_file():
+        return None
+    return Path(origin)
