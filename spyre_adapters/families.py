@@ -11,6 +11,13 @@ then shrunk to one of two size presets:
 - :data:`TINY`: the sizes of Transformers' own model testers (hidden 32, FFN 37, 4 heads of 8,
   vocabulary 99). They are *not* stick aligned: use them to see what the layout rules reject.
 
+A preset also sets the input batch (``batch`` rows of ``seq_len`` tokens). :data:`VARIANTS`
+are the realistic preset varied where adapters have been wrong before, for checks that run a
+family more than once: one key/value head (multi-query attention: ``repeat_kv`` then returns
+a stride-0 view), and odd sizes (a batch of 3, 13 tokens, a vocabulary that is not a multiple
+of 64). :class:`Features` varies the config beyond sizes (partial rotary, tied embeddings,
+sliding-window attention) where the family has the feature.
+
 Composite (multimodal) configs carry sub-configs (``text_config``, ``vision_config``,
 ``audio_config``, ...); each is shrunk with the same preset.
 
@@ -31,8 +38,9 @@ convolutional stacks such as MobileNet).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,23 +50,30 @@ from torch import nn
 from spyre_adapters.errors import SpyreAdaptersError
 
 __all__ = [
+    "MQA",
+    "ODD_SIZES",
     "REALISTIC",
     "TINY",
+    "VARIANTS",
     "BuiltFamily",
     "FP16_SMALLEST_NORMAL",
+    "Features",
     "MIN_COMPARED_VALUES",
     "FamilyBuildError",
+    "NO_FEATURES",
     "SizePreset",
     "build_family",
     "buildable_families",
     "candidate_families",
     "family_config",
+    "variants_for",
 ]
 
 
 @dataclass(frozen=True)
 class SizePreset:
-    """The sizes a family is shrunk to. ``head_dim * heads == hidden``."""
+    """The sizes a family is shrunk to (``head_dim * heads == hidden``), and the input batch:
+    ``batch`` rows of ``seq_len`` tokens (one image or audio clip per row)."""
 
     name: str
     hidden: int
@@ -74,6 +89,7 @@ class SizePreset:
     patch_size: int
     audio_positions: int
     seq_len: int
+    batch: int = 1
 
 
 REALISTIC = SizePreset(
@@ -109,6 +125,37 @@ TINY = SizePreset(
     audio_positions=16,
     seq_len=7,
 )
+
+
+MQA = dataclasses.replace(REALISTIC, name="realistic-mqa", kv_heads=1)
+"""The realistic sizes with one key/value head (multi-query attention)."""
+
+ODD_SIZES = dataclasses.replace(REALISTIC, name="realistic-odd", vocab=1000, seq_len=13, batch=3)
+"""The realistic widths with odd input and vocabulary sizes: 3 rows of 13 tokens, vocabulary
+1000 (not a multiple of 64)."""
+
+VARIANTS: tuple[SizePreset, ...] = (MQA, ODD_SIZES)
+"""Variants of :data:`REALISTIC` a family is also checked at (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class Features:
+    """Config features varied beyond sizes; ``None`` keeps the family's default, and a feature
+    the family does not have is left alone.
+
+    ``partial_rotary``: the fraction of each head rotated by RoPE (families with a partial
+    rotary factor or a ``rotary_dim``). ``tie_embeddings``: the LM head shares the input
+    embedding. ``sliding_window``: the window of sliding-window attention (families with a
+    ``sliding_window``); where the family declares per-layer types, layers alternate sliding
+    and full attention, starting with sliding.
+    """
+
+    partial_rotary: float | None = None
+    tie_embeddings: bool | None = None
+    sliding_window: int | None = None
+
+
+NO_FEATURES = Features()
 
 
 MIN_COMPARED_VALUES = 8
@@ -257,8 +304,11 @@ def _is_config(value: object) -> bool:
     return hasattr(value, "to_dict") and hasattr(value, "model_type")
 
 
-def _overrides(config: Any, preset: SizePreset, fit: str = "preset") -> dict[str, Any]:
-    """The constructor arguments that shrink ``config`` to ``preset`` (sub-configs as dicts).
+def _overrides(
+    config: Any, preset: SizePreset, fit: str = "preset", features: Features = NO_FEATURES
+) -> dict[str, Any]:
+    """The constructor arguments that shrink ``config`` to ``preset`` (sub-configs as dicts)
+    and set ``features``.
 
     ``fit="depth"`` shrinks only what does not change the shapes of a layer (layer count,
     vocabulary, image and audio lengths, expert count): the family's own widths are kept.
@@ -268,9 +318,10 @@ def _overrides(config: Any, preset: SizePreset, fit: str = "preset") -> dict[str
     default_layers = next((attrs[k] for k in _LAYERS if _is_int(attrs.get(k))), None)
     if fit == "depth":
         _depth_overrides(attrs, preset, out, default_layers)
+        _feature_overrides(attrs, preset, features, out)
         for key, value in attrs.items():
             if _is_config(value):
-                sub = _overrides(value, preset, fit)
+                sub = _overrides(value, preset, fit, features)
                 sub["model_type"] = value.model_type
                 out[key] = {**_plain_dict(value), **sub}
         return out
@@ -339,12 +390,42 @@ def _overrides(config: Any, preset: SizePreset, fit: str = "preset") -> dict[str
     layer_types = attrs.get("layer_types")
     if isinstance(layer_types, (list, tuple)) and default_layers is not None:
         out["layer_types"] = list(layer_types)[: preset.layers]
+    _feature_overrides(attrs, preset, features, out)
     for key, value in attrs.items():
         if _is_config(value):
-            sub = _overrides(value, preset)
+            sub = _overrides(value, preset, features=features)
             sub["model_type"] = value.model_type
             out[key] = {**_plain_dict(value), **sub}
     return out
+
+
+def _feature_overrides(
+    attrs: Mapping[str, Any], preset: SizePreset, features: Features, out: dict[str, Any]
+) -> None:
+    """Set the :class:`Features` the config has (see there); leave the others alone."""
+    if features.partial_rotary is not None:
+        rope = out.get("rope_parameters", attrs.get("rope_parameters"))
+        if isinstance(rope, dict) and "partial_rotary_factor" in rope:
+            out["rope_parameters"] = {**rope, "partial_rotary_factor": features.partial_rotary}
+        elif _is_int(attrs.get("rotary_dim")):  # GPT-J, CodeGen: rotated dims per head
+            head_dim = out.get("n_embd", attrs.get("n_embd", preset.hidden)) // out.get(
+                "n_head", attrs.get("n_head", preset.heads)
+            )
+            out["rotary_dim"] = max(2, int(head_dim * features.partial_rotary) // 2 * 2)
+    if features.tie_embeddings is not None and "tie_word_embeddings" in attrs:
+        out["tie_word_embeddings"] = features.tie_embeddings
+    if features.sliding_window is not None and "sliding_window" in attrs:
+        out["sliding_window"] = features.sliding_window
+        if "use_sliding_window" in attrs:
+            out["use_sliding_window"] = True
+        if _is_int(attrs.get("max_window_layers")):
+            out["max_window_layers"] = 0
+        layers = next((out[k] for k in _LAYERS if _is_int(out.get(k))), None)
+        layers = layers or next((attrs[k] for k in _LAYERS if _is_int(attrs.get(k))), None)
+        if isinstance(attrs.get("layer_types"), (list, tuple)) and layers:
+            out["layer_types"] = [
+                "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)
+            ]
 
 
 def _depth_overrides(
@@ -397,9 +478,16 @@ def _plain_dict(config: Any) -> dict[str, Any]:
     return data
 
 
-def family_config(model_type: str, *, preset: SizePreset = REALISTIC, fit: str = "preset") -> Any:
+def family_config(
+    model_type: str,
+    *,
+    preset: SizePreset = REALISTIC,
+    fit: str = "preset",
+    features: Features = NO_FEATURES,
+) -> Any:
     """The config of ``model_type`` shrunk to ``preset`` (``fit="depth"``: only the depth,
-    vocabulary and input lengths; the family's own widths are kept).
+    vocabulary and input lengths; the family's own widths are kept), with ``features`` set
+    where the family has them.
 
     Raises :class:`FamilyBuildError` (stage ``"config"``) if the model type is unknown or its
     config class rejects the sizes.
@@ -417,7 +505,7 @@ def family_config(model_type: str, *, preset: SizePreset = REALISTIC, fit: str =
             "config",
             f"its own width {_width(default)} is above {MAX_DEPTH_FIT_WIDTH} (too slow to emulate)",
         )
-    overrides = _overrides(default, preset, fit)
+    overrides = _overrides(default, preset, fit, features)
     try:
         return config_class(**overrides)
     except Exception as first:
@@ -429,6 +517,32 @@ def family_config(model_type: str, *, preset: SizePreset = REALISTIC, fit: str =
         except Exception:
             raise FamilyBuildError(model_type, "config", _one_line(first)) from first
         return config
+
+
+def variants_for(
+    model_type: str,
+    *,
+    base: SizePreset = REALISTIC,
+    variants: Sequence[SizePreset] = VARIANTS,
+) -> list[SizePreset]:
+    """The ``variants`` that build ``model_type`` differently from ``base``: another config
+    (one KV head means nothing to a family without key/value head counts) or other inputs.
+    Variants whose config does not build are left out; nothing is left when ``base`` does
+    not build."""
+    try:
+        reference = _plain_dict(family_config(model_type, preset=base))
+    except FamilyBuildError:
+        return []
+    found = []
+    for variant in variants:
+        try:
+            config = _plain_dict(family_config(model_type, preset=variant))
+        except FamilyBuildError:
+            continue
+        inputs = (variant.batch, variant.seq_len) != (base.batch, base.seq_len)
+        if config != reference or inputs:
+            found.append(variant)
+    return found
 
 
 def _assign(config: Any, overrides: Mapping[str, Any]) -> None:
@@ -486,7 +600,7 @@ def _vocab(config: Any) -> int:
 def _token_ids(config: Any, preset: SizePreset, generator: torch.Generator) -> torch.Tensor:
     vocab = _vocab(config)
     allowed = [i for i in range(min(vocab, 4096)) if i not in _special_ids(config)] or [0]
-    pick = torch.randint(0, len(allowed), (1, preset.seq_len), generator=generator)
+    pick = torch.randint(0, len(allowed), (preset.batch, preset.seq_len), generator=generator)
     return torch.tensor(allowed, dtype=torch.long)[pick]
 
 
@@ -503,7 +617,7 @@ def _pixels(config: Any, preset: SizePreset, generator: torch.Generator) -> torc
         height, width = int(size[0]), int(size[-1])
     else:
         height = width = int(size) if _is_int(size) else preset.image_size
-    return torch.randn(1, int(channels), height, width, generator=generator)
+    return torch.randn(preset.batch, int(channels), height, width, generator=generator)
 
 
 def _input_plans(
@@ -530,13 +644,13 @@ def _input_plans(
     def features(gen: torch.Generator) -> dict[str, torch.Tensor]:
         bins: Any = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
         frames = 2 * int(getattr(config, "max_source_positions", preset.audio_positions))
-        feed = {"input_features": torch.randn(1, int(bins), frames, generator=gen)}
+        feed = {"input_features": torch.randn(preset.batch, int(bins), frames, generator=gen)}
         if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
             feed["decoder_input_ids"] = _token_ids(config, preset, gen)
         return feed
 
     def raw_audio(gen: torch.Generator) -> dict[str, torch.Tensor]:
-        return {"input_values": torch.randn(1, 4000, generator=gen)}
+        return {"input_values": torch.randn(preset.batch, 4000, generator=gen)}
 
     if main == "input_ids" or "input_ids" in params:
         plans.append(("text", text))
@@ -614,9 +728,15 @@ def _floating_dtype(model: nn.Module) -> torch.dtype:
     return torch.float32
 
 
-def build_family(model_type: str, *, preset: SizePreset = REALISTIC, seed: int = 0) -> BuiltFamily:
-    """Build ``model_type`` at ``preset`` sizes with seeded random weights, find inputs its
-    forward accepts, and record the CPU reference output (fp32, eval mode).
+def build_family(
+    model_type: str,
+    *,
+    preset: SizePreset = REALISTIC,
+    seed: int = 0,
+    features: Features = NO_FEATURES,
+) -> BuiltFamily:
+    """Build ``model_type`` at ``preset`` sizes (with ``features``) with seeded random weights,
+    find inputs its forward accepts, and record the CPU reference output (fp32, eval mode).
 
     When the family does not build with every size of the preset (its config derives shapes
     the shrink does not know about), it is built again keeping its own widths and shrinking
@@ -625,12 +745,12 @@ def build_family(model_type: str, *, preset: SizePreset = REALISTIC, seed: int =
     the stage that failed with the full preset.
     """
     try:
-        return _build(model_type, preset, seed, "preset")
+        return _build(model_type, preset, seed, "preset", features)
     except FamilyBuildError as first:
         if model_type not in _known_model_types():
             raise
         try:
-            return _build(model_type, preset, seed, "depth")
+            return _build(model_type, preset, seed, "depth", features)
         except FamilyBuildError:
             raise first from None
 
@@ -641,8 +761,10 @@ def _known_model_types() -> set[str]:
     return set(CONFIG_MAPPING.keys())
 
 
-def _build(model_type: str, preset: SizePreset, seed: int, fit: str) -> BuiltFamily:
-    config = family_config(model_type, preset=preset, fit=fit)
+def _build(
+    model_type: str, preset: SizePreset, seed: int, fit: str, features: Features
+) -> BuiltFamily:
+    config = family_config(model_type, preset=preset, fit=fit, features=features)
     try:
         model_class, kind = _model_class(model_type, config)
     except Exception as exc:

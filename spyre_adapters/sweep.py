@@ -40,7 +40,10 @@ are :class:`~spyre_adapters.triage.Category` values, also never renamed)::
          "blockers": [{gap, op, module_path, count, raised}],
          "suggestions": {"gap": "TOML manifest skeleton"},
          "seconds": 1.7,
-         "fit": "preset"}               # "depth": built with the family's own widths
+         "fit": "preset",               # "depth": built with the family's own widths
+         "variants": [{"preset": "realistic-mqa", "ok": true, "detail": "...",
+                       "miscompiles": []}],  # size variants checked when enabled
+         "variants_ok": true}           # every variant passed (category is unchanged)
       ]
     }
 

@@ -25,6 +25,15 @@ the CPU output.
 
 The verdict is a :class:`Category` computed by :func:`classify`, the one function the CLI, the
 sweep and the pytest-xdist sweep items share.
+
+**Variants.** A family that is enabled at R (``native`` or ``adapted``) is also run at the size
+variants of :data:`spyre_adapters.families.VARIANTS` that build it differently (one key/value
+head; a batch of 3 x 13 tokens with a vocabulary of 1000), stock if it is native, adapted if
+it is adapted: a configuration the main preset does not exercise can still give a wrong
+answer (one KV head did). Each is a :class:`VariantCheck` in ``TriageResult.variants``, and a
+failing one is named in the detail. The category stays the verdict on the main preset, so
+the sweep's figures keep their meaning; ``TriageResult.variants_ok`` says whether every
+variant passed.
 """
 
 from __future__ import annotations
@@ -40,7 +49,14 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spyre_adapters.families import REALISTIC, BuiltFamily, FamilyBuildError, SizePreset
+from spyre_adapters.families import (
+    REALISTIC,
+    VARIANTS,
+    BuiltFamily,
+    FamilyBuildError,
+    SizePreset,
+    variants_for,
+)
 from spyre_adapters.skeletons import manifest_skeleton
 
 if TYPE_CHECKING:
@@ -59,6 +75,8 @@ __all__ = [
     "GapHit",
     "RunError",
     "TriageResult",
+    "VariantCheck",
+    "build_variants",
     "classify",
     "compare",
     "manifest_skeleton",
@@ -183,6 +201,17 @@ class DeviceRun:
         return self.ran and self.comparison is not None and self.comparison.matches
 
 
+@dataclass(frozen=True)
+class VariantCheck:
+    """The family at a size variant (``preset``), run as its main check passed: ``ok`` when
+    it ran and matched the CPU; ``detail`` says how it went; ``miscompiles`` were recorded."""
+
+    preset: str
+    ok: bool
+    detail: str
+    miscompiles: tuple[str, ...] = ()
+
+
 @dataclass
 class TriageResult:
     """The triage of one family at one release (JSON: :meth:`to_json`)."""
@@ -200,12 +229,19 @@ class TriageResult:
     suggestions: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     fit: str | None = None
+    variants: list[VariantCheck] = field(default_factory=list)
+
+    @property
+    def variants_ok(self) -> bool:
+        """Every size variant checked passed (true when none was checked)."""
+        return all(v.ok for v in self.variants)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-serialisable data (keys documented in :mod:`spyre_adapters.sweep`)."""
         data = asdict(self)
         data["category"] = self.category.value
         data["enabled"] = self.category.enabled
+        data["variants_ok"] = self.variants_ok
         clean: dict[str, Any] = _finite(data)
         return clean
 
@@ -243,6 +279,10 @@ class TriageResult:
             suggestions=dict(data.get("suggestions", {})),
             seconds=data.get("seconds", 0.0),
             fit=data.get("fit"),
+            variants=[
+                VariantCheck(v["preset"], v["ok"], v["detail"], tuple(v.get("miscompiles", ())))
+                for v in data.get("variants", [])
+            ],
         )
 
 
@@ -617,11 +657,14 @@ def triage(
     layout_checks: bool = True,
     list_all_gaps: bool = True,
     stock_all_gaps: bool = True,
+    variants: Sequence[BuiltFamily] = (),
 ) -> TriageResult:
     """Triage an already built family at one release (a name, or a release object).
 
     ``list_all_gaps``: list every gap of a failing run, not only the first (costs one forward
     per gap); ``stock_all_gaps=False`` does so for the adapted run only (what blocks it).
+    ``variants``: the same family built at size variants (:func:`build_variants`), checked
+    when the family is enabled (see the module docstring).
     """
     from spyre_adapters import default_registry
 
@@ -649,6 +692,12 @@ def triage(
     category, detail = classify(stock, adapted, bridging)
     final = adapted if adapted is not None else stock
     blockers = [] if category.enabled else [h for h in final.gaps if h.raised]
+    checks: list[VariantCheck] = []
+    if category.enabled:
+        checks = [_check_variant(v, release, category, registry, layout_checks) for v in variants]
+        failed = [c for c in checks if not c.ok]
+        if failed:
+            detail += "; but at " + "; at ".join(f"{c.preset}: {c.detail}" for c in failed)
     name = release if isinstance(release, str) else release.name
     suggestions = {
         h.gap: suggest_manifest(h.gap, built.model_type, name, h)
@@ -669,7 +718,65 @@ def triage(
         suggestions=suggestions,
         seconds=time.perf_counter() - start,
         fit=built.fit,
+        variants=checks,
     )
+
+
+def _check_variant(
+    variant: BuiltFamily,
+    release: str | Release,
+    category: Category,
+    registry: Registry,
+    layout_checks: bool,
+) -> VariantCheck:
+    adapted = category is Category.ADAPTED
+    run = run_on_device(
+        variant,
+        release,
+        adapters=adapted,
+        registry=registry,
+        layout_checks=layout_checks,
+        list_all_gaps=False,
+    )
+    how = "with adapters" if adapted else "stock"
+    if run.ok:
+        detail = f"runs {how} and matches the CPU"
+    elif run.ran:
+        comparison = run.comparison
+        facts = (
+            f"cosine {comparison.cosine:.4f}, top-1 {comparison.top1}"
+            if comparison is not None
+            else "no comparison"
+        )
+        miscompiled = f"; miscompiles: {', '.join(run.miscompiles)}" if run.miscompiles else ""
+        detail = f"runs {how} but does not match the CPU ({facts}){miscompiled}"
+    else:
+        error = run.error
+        assert error is not None
+        if error.kind == "lowering":
+            detail = f"{how}: gap `{error.gap}` ({error.op} in {error.module_path or '?'})"
+        else:
+            detail = f"{how}: {error.message.splitlines()[0] if error.message else error.type}"
+    return VariantCheck(variant.preset.name, run.ok, detail, tuple(run.miscompiles))
+
+
+def build_variants(
+    family: str, *, preset: SizePreset = REALISTIC, variants: Sequence[SizePreset] = VARIANTS
+) -> list[BuiltFamily]:
+    """``family`` built at each of ``variants`` that builds it differently from ``preset``
+    (:func:`~spyre_adapters.families.variants_for`); variants that do not build are left out.
+    Only :data:`~spyre_adapters.families.REALISTIC` has variants: for another preset, none."""
+    from spyre_adapters.families import build_family
+
+    if preset != REALISTIC:
+        return []
+    built = []
+    for variant in variants_for(family, base=preset, variants=variants):
+        try:
+            built.append(build_family(family, preset=variant))
+        except FamilyBuildError:
+            continue
+    return built
 
 
 def triage_family(
@@ -681,9 +788,11 @@ def triage_family(
     layout_checks: bool = True,
     list_all_gaps: bool = True,
     stock_all_gaps: bool = True,
+    variants: Sequence[SizePreset] = VARIANTS,
 ) -> list[TriageResult]:
-    """Build ``family`` once and triage it at each release. A family that does not build gets
-    ``build-failed`` / ``reference-failed`` at every release."""
+    """Build ``family`` once (and at its ``variants``, see :func:`build_variants`) and triage
+    it at each release. A family that does not build gets ``build-failed`` /
+    ``reference-failed`` at every release."""
     from spyre_adapters.families import build_family
 
     start = time.perf_counter()
@@ -697,6 +806,7 @@ def triage_family(
             TriageResult(family, r, preset.name, category, str(exc), seconds=seconds)
             for r in releases
         ]
+    variant_builds = build_variants(family, preset=preset, variants=variants)
     build_share = (time.perf_counter() - start) / max(len(releases), 1)
     results = []
     for release in releases:
@@ -707,6 +817,7 @@ def triage_family(
             layout_checks=layout_checks,
             list_all_gaps=list_all_gaps,
             stock_all_gaps=stock_all_gaps,
+            variants=variant_builds,
         )
         result.seconds += build_share
         results.append(result)

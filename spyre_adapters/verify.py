@@ -15,6 +15,11 @@ family ends in one :class:`Evidence`:
   nothing about this adapter either way;
 - ``unbuildable``: it could not be built from its config here.
 
+Each family is checked at the realistic sizes and again at every size variant that builds it
+differently (:data:`spyre_adapters.families.VARIANTS`: one key/value head; odd batch, sequence
+and vocabulary sizes), each check with its own evidence (``preset`` names the sizes): an
+adapter that one of them still needs is not retirable.
+
 The verdict's :class:`Outcome` is ``verified`` when no family needs the adapter and at least
 one proves it can go, ``refuted`` when some family needs it, and ``unproven`` when no family
 could show either (all blocked or unbuildable, or none listed). Only ``verified`` passes the
@@ -29,7 +34,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from spyre_adapters.families import REALISTIC, FamilyBuildError, SizePreset, build_family
+from spyre_adapters.families import (
+    REALISTIC,
+    VARIANTS,
+    FamilyBuildError,
+    SizePreset,
+    build_family,
+    variants_for,
+)
 from spyre_adapters.lifecycle import Status
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
@@ -69,15 +81,22 @@ class FamilyCheck:
     family: str
     evidence: Evidence
     detail: str
+    preset: str = REALISTIC.name
 
     @property
     def passed(self) -> bool:
         """It ran and matched without the adapter."""
         return self.evidence is Evidence.PROVES
 
+    @property
+    def label(self) -> str:
+        """The family, with the size variant when it is not the realistic preset."""
+        return self.family if self.preset == REALISTIC.name else f"{self.family} ({self.preset})"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "family": self.family,
+            "preset": self.preset,
             "evidence": self.evidence.value,
             "passed": self.passed,
             "detail": self.detail,
@@ -149,21 +168,27 @@ def verify_adapter(
     *,
     auto_retire: bool = True,
     preset: SizePreset = REALISTIC,
+    variants: tuple[SizePreset, ...] = VARIANTS,
 ) -> RetirementVerdict:
-    """Run ``manifest``'s verified families at ``release`` without that adapter."""
+    """Run ``manifest``'s verified families at ``release`` without that adapter, at
+    ``preset`` and at each of ``variants`` that builds a family differently (none for a
+    preset other than the realistic one)."""
     name = release if isinstance(release, str) else release.name
     reduced = _without(registry, manifest.name)
-    checks = [
-        _check_family(family, release, registry, reduced, auto_retire, preset)
-        for family in manifest.families
-    ]
+    checks = []
+    for family in manifest.families:
+        checks.append(_check_family(family, release, registry, reduced, auto_retire, preset))
+        if checks[-1].evidence is Evidence.UNBUILDABLE or preset != REALISTIC:
+            continue
+        for variant in variants_for(family, base=preset, variants=variants):
+            checks.append(_check_family(family, release, registry, reduced, auto_retire, variant))
     version = str(manifest.version)
     if not checks:
         detail = "its manifest lists no verified families, so there is nothing to run"
         return RetirementVerdict(manifest.name, version, name, Outcome.UNPROVEN, detail)
     by = {e: [c for c in checks if c.evidence is e] for e in Evidence}
     others = [c for c in checks if not c.passed]
-    listed = "; ".join(f"{c.family}: {c.detail}" for c in others)
+    listed = "; ".join(f"{c.label}: {c.detail}" for c in others)
     if by[Evidence.NEEDS_ADAPTER]:
         outcome, detail = Outcome.REFUTED, listed
     elif not by[Evidence.PROVES]:
@@ -174,7 +199,7 @@ def verify_adapter(
         proving = by[Evidence.PROVES]
         runs = "family runs" if len(proving) == 1 else "families run"
         detail = f"{len(proving)} {runs} and match without it at {name}: " + ", ".join(
-            c.family for c in proving
+            c.label for c in proving
         )
         if others:
             detail += f"; {len(others)} prove nothing either way here: {listed}"
@@ -189,22 +214,23 @@ def _check_family(
     auto_retire: bool,
     preset: SizePreset,
 ) -> FamilyCheck:
+    sizes = preset.name
     try:
         built = build_family(family, preset=preset)
     except FamilyBuildError as exc:
-        return FamilyCheck(family, Evidence.UNBUILDABLE, f"cannot be built here: {exc}")
+        return FamilyCheck(family, Evidence.UNBUILDABLE, f"cannot be built here: {exc}", sizes)
     run = run_on_device(built, release, adapters=True, registry=reduced, auto_retire=auto_retire)
     if run.ok:
-        return FamilyCheck(family, Evidence.PROVES, _describe(run))
+        return FamilyCheck(family, Evidence.PROVES, _describe(run), sizes)
     # Is retiring it the cause? The same family with the adapter kept.
     kept = run_on_device(built, release, adapters=True, registry=registry, auto_retire=False)
     if kept.ok:
         detail = (
             f"{_describe(run)}; it passes with the adapter kept, so the adapter is still needed"
         )
-        return FamilyCheck(family, Evidence.NEEDS_ADAPTER, detail)
+        return FamilyCheck(family, Evidence.NEEDS_ADAPTER, detail, sizes)
     detail = f"blocked by something else, with the adapter kept too ({_describe(kept)})"
-    return FamilyCheck(family, Evidence.BLOCKED, detail)
+    return FamilyCheck(family, Evidence.BLOCKED, detail, sizes)
 
 
 def verify_retirable(report: Any, release: Any, registry: Registry) -> Iterable[RetirementVerdict]:

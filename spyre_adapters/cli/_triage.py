@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     from transformers import CONFIG_MAPPING
 
     from spyre_adapters.families import REALISTIC, TINY, FamilyBuildError, build_family
-    from spyre_adapters.triage import triage
+    from spyre_adapters.triage import build_variants, triage
 
     if args.family not in CONFIG_MAPPING:
         diagnose(
@@ -163,8 +163,15 @@ def run(args: argparse.Namespace) -> int:
     except FamilyBuildError as exc:
         diagnose(f"error: {exc}")
         return ExitCode.FINDINGS
+    variants = build_variants(args.family, preset=preset)
     results = [
-        triage(built, cast(Any, release), registry=registry, layout_checks=args.layout_checks)
+        triage(
+            built,
+            cast(Any, release),
+            registry=registry,
+            layout_checks=args.layout_checks,
+            variants=variants,
+        )
         for release in releases
     ]
     document: dict[str, Any] = {

@@ -254,7 +254,13 @@ def test_audit_verify_calls_the_verifier(run: Run, monkeypatch: pytest.MonkeyPat
             "outcome": "refuted",
             "detail": detail,
             "families": [
-                {"family": "llama", "evidence": "needs-adapter", "passed": False, "detail": detail}
+                {
+                    "family": "llama",
+                    "preset": "realistic",
+                    "evidence": "needs-adapter",
+                    "passed": False,
+                    "detail": detail,
+                }
             ],
         }
     ]

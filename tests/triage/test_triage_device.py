@@ -116,7 +116,13 @@ def test_verify_fails_and_says_why_when_the_gap_is_open() -> None:
     assert "rotate-half" in verdict.detail or "gap `" in verdict.detail
     assert "passes with the adapter kept, so the adapter is still needed" in verdict.detail
     assert verdict.outcome.value == "refuted"
-    assert [c.evidence.value for c in verdict.families] == ["needs-adapter"]
+    # the realistic sizes, then each size variant that builds llama differently
+    assert [(c.preset, c.evidence.value) for c in verdict.families] == [
+        ("realistic", "needs-adapter"),
+        ("realistic-mqa", "needs-adapter"),
+        ("realistic-odd", "needs-adapter"),
+    ]
+    assert "llama (realistic-mqa): " in verdict.detail
 
 
 def test_a_family_blocked_by_another_gap_proves_nothing_either_way() -> None:
@@ -128,9 +134,13 @@ def test_a_family_blocked_by_another_gap_proves_nothing_either_way() -> None:
     assert verdict.outcome is Outcome.VERIFIED, verdict.detail
     assert [(c.family, c.evidence) for c in verdict.families] == [
         ("llama", Evidence.PROVES),
+        ("llama", Evidence.PROVES),
+        ("llama", Evidence.PROVES),
+        ("mixtral", Evidence.BLOCKED),
+        ("mixtral", Evidence.BLOCKED),
         ("mixtral", Evidence.BLOCKED),
     ]
-    assert "1 prove nothing either way here: mixtral: blocked by something else" in verdict.detail
+    assert "3 prove nothing either way here: mixtral: blocked by something else" in verdict.detail
     assert "gap `sort`" in verdict.detail
 
     alone = _only(build_registry(), "rms-norm", ("mixtral",))
