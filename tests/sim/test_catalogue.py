@@ -31,6 +31,11 @@ else:  # pragma: no cover - Python 3.10
 RELEASES = ("2025.12", "2026.02", "2026.03", "2026.05", "2026.06", "2026.07", "2026.08", "2026.09")
 DATA = Path(__file__).resolve().parents[1] / "data" / "releases"
 CENSUS = sorted(json.loads((DATA / "op-census-packets.json").read_text())["op_family_count"])
+# op overloads Transformers' own model tests reach inside the model scope (forward, forward with
+# labels, fp16 forward, greedy generate), written by benchmarks/collect_model_ops.py
+MODEL_OPS = sorted(
+    json.loads((DATA.parent / "model-ops.json").read_text())["op_overload_count"]
+)
 
 # X: open (fails), F: fallback, M: miscompiled, C: closed
 X, F, M, C = GapState.OPEN, GapState.FALLBACK, GapState.MISCOMPILED, GapState.CLOSED
@@ -327,6 +332,54 @@ def test_every_census_op_has_an_explicit_rule(catalogue: Catalogue, name: str) -
         if release.op_rules[op].gap == UNLOWERED_GAP and not release.op_rules[op].note
     ]
     assert silent == []
+
+
+def test_model_ops_list_is_the_test_tree_collection() -> None:
+    data = json.loads((DATA.parent / "model-ops.json").read_text())
+    assert data["files"] > 400
+    assert len(MODEL_OPS) > 200
+    assert "collect_model_ops.py" in data["about"]
+    # the ops the catalogue once left to the catch-all are among them
+    assert {"aten.isinf.default", "aten.binary_cross_entropy_with_logits.default"} <= set(MODEL_OPS)
+
+
+@pytest.mark.parametrize("name", RELEASES)
+def test_every_model_op_of_the_test_tree_has_an_explicit_rule(
+    catalogue: Catalogue, name: str
+) -> None:
+    release = catalogue.release(name)
+    by_omission = []
+    silent = []
+    for op in MODEL_OPS:
+        packet, overload = op.rsplit(".", 1)
+        key = op if op in release.op_rules else packet
+        rule = release.op_rules.get(key)
+        if rule is None:
+            by_omission.append(op)  # would be unsupported under the catch-all unlowered-op
+        elif rule.gap == UNLOWERED_GAP and not rule.note:
+            silent.append(op)
+    assert by_omission == []
+    assert silent == []
+
+
+@pytest.mark.parametrize(
+    ("op", "gap"),
+    [
+        ("aten.isinf", "nan-inf-test"),
+        ("aten.nll_loss_forward", "loss"),
+        ("aten.nll_loss2d_forward", "loss"),
+        ("aten._ctc_loss", "loss"),
+        ("aten.linalg_cholesky_ex", "linalg"),
+        ("aten.histc", "histc"),
+    ],
+)
+def test_ops_once_left_to_the_catch_all_name_a_real_gap(
+    catalogue: Catalogue, op: str, gap: str
+) -> None:
+    for release in catalogue.releases:
+        rule = release.op_rule(op)
+        assert (rule.decision, rule.gap) == (UNSUPPORTED, gap), release.name
+        assert rule.note
 
 
 @pytest.mark.parametrize("name", RELEASES)
