@@ -33,9 +33,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "releases"
 CENSUS = sorted(json.loads((DATA / "op-census-packets.json").read_text())["op_family_count"])
 # op overloads Transformers' own model tests reach inside the model scope (forward, forward with
 # labels, fp16 forward, greedy generate), written by benchmarks/collect_model_ops.py
-MODEL_OPS = sorted(
-    json.loads((DATA.parent / "model-ops.json").read_text())["op_overload_count"]
-)
+MODEL_OPS = sorted(json.loads((DATA.parent / "model-ops.json").read_text())["op_overload_count"])
 
 # X: open (fails), F: fallback, M: miscompiled, C: closed
 X, F, M, C = GapState.OPEN, GapState.FALLBACK, GapState.MISCOMPILED, GapState.CLOSED
@@ -351,7 +349,7 @@ def test_every_model_op_of_the_test_tree_has_an_explicit_rule(
     by_omission = []
     silent = []
     for op in MODEL_OPS:
-        packet, overload = op.rsplit(".", 1)
+        packet, _overload = op.rsplit(".", 1)
         key = op if op in release.op_rules else packet
         rule = release.op_rules.get(key)
         if rule is None:
