@@ -91,7 +91,7 @@ class GapState(enum.Enum):
 
 
 class Decision(enum.Enum):
-    """What the stack does with one ATen op (SPYRE.md section 4)."""
+    """What the stack does with one ATen op (docs/STACK.md §4)."""
 
     NATIVE = "native"
     DECOMPOSED = "decomposed"
@@ -112,7 +112,7 @@ _RUNS = frozenset(set(Decision) - {Decision.UNSUPPORTED})
 
 @dataclass(frozen=True)
 class Gap:
-    """A gap between what models do and what the stack lowers (SPYRE.md section 6)."""
+    """A gap between what models do and what the stack lowers (docs/STACK.md §6)."""
 
     id: str
     title: str
