@@ -6,6 +6,12 @@ parsed here into frozen dataclasses. Every release is a delta on its ``base``; l
 the deltas so that each :class:`Release` carries the full picture (every gap's state, every op
 rule). Validation reports every problem of every file at once in one :class:`CatalogueError`.
 
+Provenance (release-file schema 2): a release names the upstream torch-spyre state it
+reproduces (:class:`Upstream`: a date range and known commits) and each delta line its evidence
+(``OpRule.source``, ``Release.gap_sources``). :meth:`Catalogue.diff` says what changes between
+two releases and who set it; :func:`resolve_upstream` maps an upstream version string
+(``0.0.1+g<sha>``, ``release-2026-09-22``) to the release covering it.
+
 Lookups are plain dict reads: :meth:`Release.op_rule` costs two ``dict.get`` calls, and the
 built-in catalogue is parsed once per process (:func:`builtin_catalogue` is cached).
 """
@@ -61,7 +67,7 @@ __all__ = [
     "resolve_upstream",
 ]
 
-#: The ``schema_version`` this loader writes about (the newest it reads). Version 2 adds the
+#: The newest release-file ``schema_version`` this loader reads. Version 2 adds the
 #: provenance keys: ``release.upstream``, ``source`` on op rules and the table form of gap
 #: states (``{state, source, note}``). Version 1 files stay valid; they may not use those keys.
 SCHEMA_VERSION = 2

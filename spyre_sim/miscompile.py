@@ -358,13 +358,16 @@ def sdpa_partial_key_stick(args: Sequence[Any], kwargs: dict[str, Any], out: Any
 
 def _row_pitch(x: torch.Tensor) -> int:
     """The row length of the buffer a view was cut from, read off its strides: the stride of
-    the first dim (in stride order) outside the view's innermost dense block. A size-1 dim whose
-    stride ends the block marks the row there (``h[:, -1:, :]`` of ``[b, s, e]``: pitch ``e``)."""
+    the first dim (in stride order) outside the view's innermost dense block; a size-1 dim
+    counts with its stride (``h[:, -1:, :]`` of ``[b, s, e]``: pitch ``e``); broadcast
+    (stride-0) dims are skipped."""
     block = 1
     for stride, size in sorted(zip(x.stride(), x.shape, strict=True)):
+        if stride == 0:
+            continue  # a broadcast (expanded) dim repeats, it does not step through memory
         if size == 1:
-            if stride == block:
-                return block
+            if stride >= block:  # one row taken of a buffer with rows of this pitch
+                return int(stride)
             continue
         if stride != block:
             return int(stride)
@@ -381,7 +384,8 @@ def _packed_read(x: Any) -> torch.Tensor | None:
     offset = x.storage_offset()
     if offset == 0:
         return None
-    within = offset % _row_pitch(x)
+    pitch = _row_pitch(x)
+    within = offset % pitch if pitch > 0 else 0
     if within == 0:
         return None
     return torch.as_strided(x, x.size(), x.stride(), offset - within)

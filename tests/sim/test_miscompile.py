@@ -225,3 +225,19 @@ def test_scratchpad_broadcast_of_one_reduced_value_in_2026_06_and_2026_07(
         scale = torch.rsqrt(two_rows.pow(2).mean(-1, keepdim=True) + 1e-6)  # [2, 1, 1]
         assert (two_rows * scale).cpu().ne(0).all()
     assert spyre.telemetry.snapshot()["miscompiles"]["scratchpad-placement"]["count"] == 2
+
+
+def test_broadcast_views_are_no_packed_views(spyre: ModuleType) -> None:
+    # an expanded view has stride-0 dims; a copy of one at an offset is not the packed pattern
+    host = spyre.round_to_dl16(torch.randn(4, 96, dtype=torch.float16))
+    x = host.to("spyre")
+    with spyre.use_stack("2026.08"):
+        row = x[1:2, 32:]  # offset 128: inside the second row of 96
+        assert torch.equal(row.clone().cpu(), host[1:2, :64])  # read from the row start
+        expanded = row.expand(3, 64)  # a stride-0 dim hides the row pitch: not reproduced
+        assert torch.equal(expanded.contiguous().cpu(), host[1:2, 32:].expand(3, 64))
+        assert torch.equal(
+            x[:, None, 0].expand(4, 5).contiguous().cpu(), host[:, None, 0].expand(4, 5)
+        )
+    with spyre.use_stack("2026.09"):
+        assert torch.equal(x[1:2, 32:].clone().cpu(), host[1:2, 32:])
