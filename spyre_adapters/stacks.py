@@ -26,6 +26,7 @@ __all__ = [
     "ReleaseLike",
     "default_catalogue",
     "is_lasting",
+    "release_diff",
     "release_of",
 ]
 
@@ -89,7 +90,10 @@ def release_of(
     ``None`` means the active release of :mod:`spyre_sim` (``spyre_sim.stack.current_stack()``)
     when that module is available, else the newest release of ``catalogue``. A name is looked
     up in ``catalogue``; a path (or a name ending in ``.toml``) is a user release file, resolved
-    by ``spyre_sim.catalogue.resolve_stack``. A release object is returned as is.
+    by ``spyre_sim.catalogue.resolve_stack``; an upstream version string (``0.0.1+g<sha>``,
+    ``release-2026-09-22``) becomes the release of ``catalogue`` that covers its date
+    (``spyre_sim.catalogue.resolve_upstream``; a warning says which). A release object is
+    returned as is.
     """
     if stack is None:
         try:
@@ -114,4 +118,34 @@ def release_of(
     if isinstance(stack, os.PathLike) or text.endswith(".toml") or Path(text).is_file():
         module: Any = importlib.import_module("spyre_sim.catalogue")
         return cast(ReleaseLike, module.resolve_stack(text))
+    upstream = _upstream_release(text, catalogue)
+    if upstream is not None:
+        return upstream
     raise UnknownReleaseError(text, [r.name for r in catalogue.releases])
+
+
+def _upstream_release(text: str, catalogue: CatalogueLike) -> ReleaseLike | None:
+    """The release of ``catalogue`` an upstream version string resolves to, if it is one."""
+    try:
+        module: Any = importlib.import_module("spyre_sim.catalogue")
+    except ImportError:
+        return None
+    if module.resolve_upstream(text) is None:
+        return None
+    resolved = module.resolve_stack(text)  # warns once, naming the release
+    for release in catalogue.releases:
+        if release.name == resolved.name:
+            return release
+    return None
+
+
+def release_diff(catalogue: CatalogueLike, old: str, new: str) -> Any:
+    """What changes from release ``old`` to the newer ``new``: the catalogue's own diff
+    (``spyre_sim.catalogue.Catalogue.diff``, a ``CatalogueDiff`` with gap, op and miscompile
+    changes, each naming the release that set it and its evidence)."""
+    diff = getattr(catalogue, "diff", None)
+    if diff is None:
+        raise UnknownReleaseError(
+            f"{old}..{new}", [r.name for r in catalogue.releases]
+        )  # a catalogue without rules cannot be compared
+    return diff(old, new)

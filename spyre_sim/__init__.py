@@ -28,9 +28,11 @@ from spyre_sim.catalogue import (
     GapState,
     OpRule,
     Release,
+    StackResolution,
     builtin_catalogue,
     load_release_file,
     resolve_stack,
+    resolve_upstream,
 )
 from spyre_sim.device import register
 from spyre_sim.errors import (
@@ -42,6 +44,7 @@ from spyre_sim.errors import (
     SpyreLoweringError,
     SpyreSimError,
     SpyreSimWarning,
+    SpyreStackResolutionWarning,
 )
 from spyre_sim.numerics import round_to_dl16
 from spyre_sim.scope import in_model_scope, model_scope
@@ -59,12 +62,14 @@ __all__ = [
     "OpRule",
     "Release",
     "Settings",
+    "StackResolution",
     "SpyreDowncastWarning",
     "SpyreFallbackWarning",
     "SpyreLayoutError",
     "SpyreLoweringError",
     "SpyreSimError",
     "SpyreSimWarning",
+    "SpyreStackResolutionWarning",
     "SpyreTensor",
     "builtin_catalogue",
     "configure",
@@ -74,6 +79,7 @@ __all__ = [
     "model_scope",
     "register",
     "resolve_stack",
+    "resolve_upstream",
     "round_to_dl16",
     "settings",
     "stack_generation",

@@ -34,7 +34,7 @@ from spyre_sim.errors import (
     SpyreLayoutError,
     SpyreLoweringError,
 )
-from spyre_sim.numerics import round_to_dl16_
+from spyre_sim.numerics import nan_enters_, round_to_dl16_
 from spyre_sim.settings import settings
 from spyre_sim.stack import current_stack, stack_generation
 
@@ -237,7 +237,14 @@ def host_to_device(src: torch.Tensor) -> SpyreTensor:
     """Move a CPU tensor to the device (a transfer): checks, conversions, telemetry."""
     _check_transfer(src)
     telemetry.count_transfer(True, _nbytes(src))
-    return _wrap(to_device_storage(src.detach().clone(), fresh=True))
+    return _wrap(_entered(to_device_storage(src.detach().clone(), fresh=True)))
+
+
+def _entered(host: torch.Tensor) -> torch.Tensor:
+    """A NaN entering the device reads back as -inf (gap nan-entry, spyre_sim.numerics)."""
+    if settings.numerics and nan_enters_(host):
+        telemetry.count_gap("nan-entry", _modules.current_module_path())
+    return host
 
 
 def _judged() -> bool:
@@ -1043,7 +1050,10 @@ def _fallback(
     out = func(*hargs, **hkwargs)
     for h in _host_tensors(out if isinstance(out, (list, tuple)) else [out]):
         telemetry.count_transfer(True, _nbytes(h))
-    return _finish(info, args, out)
+    result = _finish(info, args, out)
+    for h in _host_tensors(out if isinstance(out, (list, tuple)) else [out]):
+        _entered(h)  # the result entered the device
+    return result
 
 
 # --- transfers and other special ops -------------------------------------------------------
@@ -1082,6 +1092,7 @@ def _special(func: OpOverload, info: _OpInfo, args: Sequence[Any], kwargs: dict[
             host.copy_(src)
             if settings.numerics and host.dtype is torch.float16:
                 round_to_dl16_(host)
+            _entered(host)
             return dst
         # device -> host
         telemetry.count_transfer(False, _nbytes(src._host))
@@ -1115,6 +1126,8 @@ def _copy_from(src: Any, dst: Any, resize: bool) -> Any:
         dst._host.copy_(h)
         if settings.numerics and dst._host.dtype is torch.float16:
             round_to_dl16_(dst._host)
+        if h is src:  # a host tensor entered the device
+            _entered(dst._host)
         return dst
     h = src._host
     telemetry.count_transfer(False, _nbytes(h))

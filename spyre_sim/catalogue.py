@@ -6,6 +6,12 @@ parsed here into frozen dataclasses. Every release is a delta on its ``base``; l
 the deltas so that each :class:`Release` carries the full picture (every gap's state, every op
 rule). Validation reports every problem of every file at once in one :class:`CatalogueError`.
 
+Provenance (release-file schema 2): a release names the upstream torch-spyre state it
+reproduces (:class:`Upstream`: a date range and known commits) and each delta line its evidence
+(``OpRule.source``, ``Release.gap_sources``). :meth:`Catalogue.diff` says what changes between
+two releases and who set it; :func:`resolve_upstream` maps an upstream version string
+(``0.0.1+g<sha>``, ``release-2026-09-22``) to the release covering it.
+
 Lookups are plain dict reads: :meth:`Release.op_rule` costs two ``dict.get`` calls, and the
 built-in catalogue is parsed once per process (:func:`builtin_catalogue` is cached).
 """
@@ -20,8 +26,9 @@ import json
 import os
 import re
 import sys
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -29,7 +36,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from spyre_sim.errors import CatalogueError, SpyreSimError
+from spyre_sim.errors import CatalogueError, SpyreSimError, SpyreStackResolutionWarning
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,22 +45,35 @@ else:  # pragma: no cover - Python 3.10
 
 __all__ = [
     "SCHEMA_VERSION",
+    "SCHEMA_VERSIONS",
     "UNLOWERED_GAP",
     "Catalogue",
+    "CatalogueDiff",
     "Decision",
     "Gap",
+    "GapChange",
     "GapNature",
     "GapState",
+    "OpChange",
     "OpRule",
     "Release",
+    "StackResolution",
+    "Upstream",
+    "UpstreamCommit",
     "builtin_catalogue",
     "catalogue_for",
     "load_release_file",
     "resolve_stack",
+    "resolve_upstream",
 ]
 
-#: The only ``schema_version`` this loader understands (gaps file and release files).
-SCHEMA_VERSION = 1
+#: The newest release-file ``schema_version`` this loader reads. Version 2 adds the
+#: provenance keys: ``release.upstream``, ``source`` on op rules and the table form of gap
+#: states (``{state, source, note}``). Version 1 files stay valid; they may not use those keys.
+SCHEMA_VERSION = 2
+
+#: Every ``schema_version`` this loader reads.
+SCHEMA_VERSIONS = (1, 2)
 
 #: The gap named by the rule for an op that a release does not mention at all.
 UNLOWERED_GAP = "unlowered-op"
@@ -77,7 +97,7 @@ class GapState(enum.Enum):
 
 
 class Decision(enum.Enum):
-    """What the stack does with one ATen op (SPYRE.md section 4)."""
+    """What the stack does with one ATen op (docs/STACK.md §4)."""
 
     NATIVE = "native"
     DECOMPOSED = "decomposed"
@@ -98,7 +118,7 @@ _RUNS = frozenset(set(Decision) - {Decision.UNSUPPORTED})
 
 @dataclass(frozen=True)
 class Gap:
-    """A gap between what models do and what the stack lowers (SPYRE.md section 6)."""
+    """A gap between what models do and what the stack lowers (docs/STACK.md §6)."""
 
     id: str
     title: str
@@ -114,11 +134,45 @@ class Gap:
 @dataclass(frozen=True)
 class OpRule:
     """The decision for one op at one release; ``gap`` is set for every decision that is not
-    ``native``/``decomposed``; ``note`` says why when the reference is silent."""
+    ``native``/``decomposed``; ``note`` says why when the evidence is silent; ``source`` names
+    the evidence (``"#3782"``: a torch-spyre PR or issue; ``"docs/STACK.md §5"``)."""
 
     decision: Decision
     gap: str | None
     note: str = ""
+    source: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class UpstreamCommit:
+    """An upstream torch-spyre commit known to be part of a release's upstream state, with the
+    evidence that dates it (a PR or issue that names the commit)."""
+
+    sha: str
+    date: _dt.date
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The dated upstream state a release reproduces: torch-spyre ``main`` from ``start`` to
+    ``end`` (both included), the commits known to fall in it, and the overall evidence."""
+
+    start: _dt.date
+    end: _dt.date
+    commits: tuple[UpstreamCommit, ...] = ()
+    sources: tuple[str, ...] = ()
+
+    def covers(self, day: _dt.date) -> bool:
+        return self.start <= day <= self.end
+
+
+def _no_sources() -> Mapping[str, tuple[str, ...]]:
+    return MappingProxyType({})
+
+
+def _no_notes() -> Mapping[str, str]:
+    return MappingProxyType({})
 
 
 _UNLOWERED_RULE = OpRule(
@@ -144,6 +198,28 @@ class Release:
     source: str
     gap_states: Mapping[str, GapState]
     op_rules: Mapping[str, OpRule]
+    #: the upstream state the release reproduces (``None``: the file does not say)
+    upstream: Upstream | None = None
+    #: gap id -> evidence of the line (in this release or a base) that set its current state
+    gap_sources: Mapping[str, tuple[str, ...]] = field(default_factory=_no_sources)
+    #: gap id -> note of the line that set its current state (why, where the evidence is silent)
+    gap_notes: Mapping[str, str] = field(default_factory=_no_notes)
+    #: the gap ids and op keys this release's own file sets (its delta on its base)
+    own_gaps: frozenset[str] = frozenset()
+    own_ops: frozenset[str] = frozenset()
+
+    @property
+    def delta_sources(self) -> tuple[str, ...]:
+        """Every source cited by this release's own lines and its upstream table, in order of
+        first appearance."""
+        seen: dict[str, None] = {}
+        if self.upstream is not None:
+            seen.update(dict.fromkeys(self.upstream.sources))
+        for gap_id in sorted(self.own_gaps):
+            seen.update(dict.fromkeys(self.gap_sources.get(gap_id, ())))
+        for op in sorted(self.own_ops):
+            seen.update(dict.fromkeys(self.op_rules[op].source))
+        return tuple(seen)
 
     def __hash__(self) -> int:
         return hash((self.name, self.source))
@@ -176,6 +252,78 @@ class Release:
         if rule is None:
             rule = rules.get(packet, _UNLOWERED_RULE)
         return rule
+
+
+@dataclass(frozen=True)
+class GapChange:
+    """A gap whose state differs between two releases."""
+
+    gap: str
+    before: GapState | None
+    after: GapState
+    set_in: str  # the release whose file set ``after``
+    source: tuple[str, ...]
+    note: str = ""
+
+    @property
+    def miscompile(self) -> str | None:
+        """``"appears"`` / ``"goes"`` when the change starts or ends a miscompile."""
+        if self.after is GapState.MISCOMPILED and self.before is not GapState.MISCOMPILED:
+            return "appears"
+        if self.before is GapState.MISCOMPILED and self.after is not GapState.MISCOMPILED:
+            return "goes"
+        return None
+
+
+@dataclass(frozen=True)
+class OpChange:
+    """An op key whose decision or gap differs between two releases."""
+
+    op: str
+    before: OpRule
+    after: OpRule
+    set_in: str
+
+    @property
+    def miscompile(self) -> str | None:
+        was = self.before.decision is Decision.MISCOMPILED
+        now = self.after.decision is Decision.MISCOMPILED
+        return "appears" if now and not was else "goes" if was and not now else None
+
+
+@dataclass(frozen=True)
+class CatalogueDiff:
+    """What changes from release ``old`` to release ``new`` (see :meth:`Catalogue.diff`)."""
+
+    old: str
+    new: str
+    gaps: tuple[GapChange, ...]
+    ops: tuple[OpChange, ...]
+
+    @property
+    def miscompiles(self) -> tuple[GapChange | OpChange, ...]:
+        """The changes that start or end a miscompile (gap states and op decisions)."""
+        changes: list[GapChange | OpChange] = [*self.gaps, *self.ops]
+        return tuple(c for c in changes if c.miscompile is not None)
+
+
+@dataclass(frozen=True)
+class StackResolution:
+    """How an upstream version string was mapped to a release of the catalogue.
+
+    ``kind`` is ``"commit"`` (``0.0.1+g<sha>``, a ``torch_spyre.__version__`` with a commit
+    the catalogue lists) or ``"image"`` (a dated CI image tag such as ``release-2026-09-22``);
+    ``day`` is the upstream date; ``exact`` is false when the date lies after the newest
+    release's upstream range (the newest release is used, and later upstream changes are
+    not modelled); ``message`` says all of it in one line.
+    """
+
+    spec: str
+    kind: str
+    day: _dt.date
+    release: Release
+    exact: bool
+    message: str
 
 
 class Catalogue:
@@ -297,6 +445,67 @@ class Catalogue:
                 return candidate.name
         return None
 
+    def covering(self, day: _dt.date) -> Release | None:
+        """The release whose upstream range contains ``day``, or ``None``."""
+        for candidate in self.releases:
+            if candidate.upstream is not None and candidate.upstream.covers(day):
+                return candidate
+        return None
+
+    def commit(self, sha: str) -> tuple[Release, UpstreamCommit] | None:
+        """The release listing upstream commit ``sha`` (a prefix of at least 7 hex digits
+        matches a longer listed sha, and a listed short sha matches a longer one given)."""
+        found = [
+            (candidate, commit)
+            for candidate in self.releases
+            if candidate.upstream is not None
+            for commit in candidate.upstream.commits
+            if commit.sha.startswith(sha) or sha.startswith(commit.sha)
+        ]
+        if len(found) > 1:
+            raise SpyreSimError(
+                f"upstream commit {sha!r} is ambiguous: it matches "
+                + ", ".join(f"{c.sha} ({r.name})" for r, c in found)
+            )
+        return found[0] if found else None
+
+    def diff(self, old: str, new: str) -> CatalogueDiff:
+        """What changes from release ``old`` to release ``new`` (``old`` must be older): gap
+        states, op rules, and the miscompiles that appear or go. Each change names the
+        release in ``(old, new]`` whose file set the new value, and that line's evidence."""
+        a, b = self.release(old), self.release(new)
+        if not a.version < b.version:
+            raise SpyreSimError(
+                f"a diff goes from an older release to a newer one (got {a.name} -> {b.name}); "
+                f"swap them: --diff {b.name} {a.name}"
+            )
+        between = [r for r in self.releases if a.version < r.version <= b.version]
+        gaps: list[GapChange] = []
+        for gap_id in sorted(set(a.gap_states) | set(b.gap_states)):
+            before, after = a.gap_states.get(gap_id), b.gap_states.get(gap_id)
+            if before is after or after is None:
+                continue
+            set_in = next((r.name for r in reversed(between) if gap_id in r.own_gaps), b.name)
+            gaps.append(
+                GapChange(
+                    gap_id,
+                    before,
+                    after,
+                    set_in,
+                    b.gap_sources.get(gap_id, ()),
+                    b.gap_notes.get(gap_id, ""),
+                )
+            )
+        ops: list[OpChange] = []
+        for key in sorted(set(a.op_rules) | set(b.op_rules)):
+            before_rule = a.op_rules.get(key, _UNLOWERED_RULE)
+            after_rule = b.op_rules.get(key, _UNLOWERED_RULE)
+            if (before_rule.decision, before_rule.gap) == (after_rule.decision, after_rule.gap):
+                continue
+            set_in = next((r.name for r in reversed(between) if key in r.own_ops), b.name)
+            ops.append(OpChange(key, before_rule, after_rule, set_in))
+        return CatalogueDiff(a.name, b.name, tuple(gaps), tuple(ops))
+
     def with_release_file(self, path: str | os.PathLike[str]) -> Catalogue:
         """A new catalogue: this one plus the user release in the TOML file at ``path``."""
         added = load_release_file(path, self)
@@ -388,6 +597,12 @@ def load_release_file(
                 f"{source}: release.date: a release cannot predate its base {base.name} "
                 f"({base.date.isoformat()}) (got {_show(delta.date)})"
             )
+        _check_upstream_order(delta, base.name, base.upstream, problems)
+        known = [
+            _Delta(r.source, r.name, r.version, r.base, r.date, "", {}, {}, {}, r.upstream)
+            for r in catalogue.releases
+        ]
+        _check_commits_unique([*known, delta], problems)
     _check_gap_refs(delta, catalogue.gaps, problems)
     if base is not None:
         for key, rule in delta.op_rules.items():
@@ -409,12 +624,106 @@ def load_release_file(
     return release
 
 
+_GIT_VERSION = re.compile(r"^[0-9]+(?:\.[0-9]+)*\+g([0-9a-f]{7,40})(?:\.dirty)?$")
+_PLAIN_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+_IMAGE_TAG = re.compile(r"^(release|nightly|weekly)-([0-9]{4})-([0-9]{2})-([0-9]{2})$")
+_UNDATED_REVISION = re.compile(r"^release-[0-9]+\.[0-9]+$")
+
+
+def resolve_upstream(spec: str, catalogue: Catalogue | None = None) -> StackResolution | None:
+    """Map an upstream torch-spyre version string to the release that covers it, or return
+    ``None`` when ``spec`` is not one (a release name or a file path).
+
+    Accepted: ``0.0.1+g8068434`` (``torch_spyre.__version__`` since upstream PR #4120: the
+    commit must be one the catalogue lists in a release's ``upstream.commits``) and dated CI
+    image tags ``release-YYYY-MM-DD`` / ``nightly-YYYY-MM-DD`` / ``weekly-YYYY-MM-DD`` (the
+    release whose upstream range contains the date; a date after the newest range resolves
+    to the newest release, marked inexact). Other upstream forms (a bare ``0.0.1``, an
+    unknown commit, an undated ``release-0.5``) raise :class:`SpyreSimError` saying why.
+    """
+    cat = catalogue if catalogue is not None else builtin_catalogue()
+    git = _GIT_VERSION.match(spec)
+    if git is not None:
+        sha = git.group(1)
+        found = cat.commit(sha)
+        if found is None:
+            known = ", ".join(
+                f"{c.sha} ({r.name})"
+                for r in cat.releases
+                if r.upstream is not None
+                for c in r.upstream.commits
+            )
+            raise SpyreSimError(
+                f"upstream version {spec!r}: commit {sha} is not one the stack catalogue "
+                f"knows (known commits: {known or 'none'}); give a dated image tag such as "
+                "release-2026-09-22, or a release name: " + ", ".join(cat.names)
+            )
+        release, commit = found
+        return _resolution(spec, "commit", commit.date, release, True, f"commit {commit.sha}")
+    image = _IMAGE_TAG.match(spec)
+    if image is not None:
+        try:
+            day = _dt.date(int(image.group(2)), int(image.group(3)), int(image.group(4)))
+        except ValueError:
+            raise SpyreSimError(f"image tag {spec!r} does not carry a valid date") from None
+        covering = cat.covering(day)
+        if covering is not None:
+            return _resolution(spec, "image", day, covering, True, f"{image.group(1)} image")
+        dated = [(r, r.upstream) for r in cat.releases if r.upstream is not None]
+        if dated and day > dated[-1][1].end:
+            return _resolution(spec, "image", day, dated[-1][0], False, f"{image.group(1)} image")
+        first = dated[0][1].start.isoformat() if dated else "?"
+        raise SpyreSimError(
+            f"image tag {spec!r} predates every modelled upstream state (the first starts on "
+            f"{first}); choose a release: " + ", ".join(cat.names)
+        )
+    if _UNDATED_REVISION.match(spec) and spec not in cat:
+        raise SpyreSimError(
+            f"upstream revision {spec!r} carries no date the catalogue can place; give a "
+            "commit version (0.0.1+g<sha>), a dated image tag (release-2026-09-22) or a "
+            "release name: " + ", ".join(cat.names)
+        )
+    if _PLAIN_VERSION.match(spec) and spec not in cat:
+        raise SpyreSimError(
+            f"upstream version {spec!r} names no commit (torch-spyre reports the same version "
+            "for every build without a +g<sha> suffix); give torch_spyre.__version__ of a "
+            "build that has one (0.0.1+g<sha>), a dated image tag, or a release name: "
+            + ", ".join(cat.names)
+        )
+    return None
+
+
+def _resolution(
+    spec: str, kind: str, day: _dt.date, release: Release, exact: bool, what: str
+) -> StackResolution:
+    upstream = release.upstream
+    assert upstream is not None
+    text = (
+        f"upstream {what} {spec!r} ({day.isoformat()}) resolved to stack release "
+        f"{release.name} (upstream state {upstream.start.isoformat()}..{upstream.end.isoformat()})"
+    )
+    if not exact:
+        text += (
+            "; the date is after every modelled upstream state, so the newest release is "
+            "used and later upstream changes are not modelled"
+        )
+    return StackResolution(spec, kind, day, release, exact, text)
+
+
 def resolve_stack(spec: str | os.PathLike[str] | Release) -> Release:
-    """A :class:`Release` from a built-in name (``"2026.05"``), the path of a user release
-    TOML file (which extends a built-in one), or a :class:`Release` (returned as is)."""
+    """A :class:`Release` from a built-in name (``"2026.05"``), an upstream version string
+    (``"0.0.1+g8068434"``, ``"release-2026-09-22"``: see :func:`resolve_upstream`; a
+    :class:`~spyre_sim.errors.SpyreStackResolutionWarning` says which release it became,
+    once per string and process), the path of a user release TOML file (which extends a
+    built-in one), or a :class:`Release` (returned as is)."""
     if isinstance(spec, Release):
         return spec
     catalogue = builtin_catalogue()
+    if isinstance(spec, str) and not _looks_like_path(spec) and spec not in catalogue:
+        resolution = resolve_upstream(spec, catalogue)
+        if resolution is not None:
+            _warn_resolution(resolution)
+            return resolution.release
     if isinstance(spec, str) and not _looks_like_path(spec):
         try:
             return catalogue.release(spec)
@@ -422,6 +731,21 @@ def resolve_stack(spec: str | os.PathLike[str] | Release) -> Release:
             if not os.path.isfile(spec):
                 raise
     return _load_user_release_cached(os.fspath(spec))
+
+
+_WARNED_RESOLUTIONS: set[str] = set()
+
+
+def _warn_resolution(resolution: StackResolution) -> None:
+    if resolution.spec in _WARNED_RESOLUTIONS:
+        return
+    _WARNED_RESOLUTIONS.add(resolution.spec)
+    # attribute the warning to the caller's line, outside this package
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(resolution.message, SpyreStackResolutionWarning, stacklevel=level)
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -449,8 +773,21 @@ _USER_RELEASES: dict[tuple[str, int, int], Release] = {}
 
 _TOP_RELEASE_KEYS = frozenset({"schema_version", "release", "gaps", "ops"})
 _TOP_GAPS_FILE_KEYS = frozenset({"schema_version", "gaps"})
-_RELEASE_KEYS = frozenset({"name", "base", "date", "summary"})
-_RULE_KEYS = frozenset({"decision", "gap", "note"})
+_RELEASE_KEYS = frozenset({"name", "base", "date", "summary", "upstream"})
+_RULE_KEYS = frozenset({"decision", "gap", "note", "source"})
+_GAP_STATE_KEYS = frozenset({"state", "source", "note"})
+_UPSTREAM_KEYS = frozenset({"from", "to", "commits", "sources"})
+_COMMIT_KEYS = frozenset({"sha", "date", "source"})
+#: keys a version-1 file may not use (``<table>.<key>``)
+_V2_ONLY = "needs schema_version = 2 (the provenance keys are new in version 2)"
+_SOURCE = re.compile(
+    r"^(?:(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#[0-9]+|docs/[A-Za-z0-9_./-]+\.md §[0-9]+(?:\.[0-9]+)*)$"
+)
+_SOURCE_FORMS = (
+    'a source is "#1234" (a torch-spyre PR or issue), "owner/repo#12" (another repository) '
+    'or "docs/STACK.md §5" (a section of this project\'s stack description)'
+)
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _GAP_DEF_KEYS = frozenset({"title", "nature", "ops", "description"})
 _OP_KEY = re.compile(r"^[a-z_][a-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 _GAP_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -502,6 +839,9 @@ class _Delta:
     gap_states: dict[str, GapState]
     op_rules: dict[str, OpRule]
     rule_is_table: dict[str, bool]
+    upstream: Upstream | None = None
+    gap_sources: dict[str, tuple[str, ...]] | None = None
+    gap_notes: dict[str, str] | None = None
 
 
 class _Reader:
@@ -510,6 +850,7 @@ class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
         self.problems: list[str] = []
+        self.version = SCHEMA_VERSION
 
     def problem(self, key: str, what: str, got: object) -> None:
         self.problems.append(f"{self.source}: {key}: {what} (got {_show(got)})")
@@ -523,19 +864,114 @@ class _Reader:
             self.problem("<file>", "not valid TOML", str(exc))
         return None
 
-    def _schema(self, doc: Mapping[str, Any]) -> None:
+    def _schema(self, doc: Mapping[str, Any], versions: Iterable[int] = SCHEMA_VERSIONS) -> int:
+        """The file's schema version (the newest one when it is missing or unsupported, so
+        that the rest of the file is still checked)."""
+        allowed = tuple(versions)
         version = doc.get("schema_version")
         if "schema_version" not in doc:
             self.problems.append(
                 f"{self.source}: schema_version: missing; write "
-                f"schema_version = {SCHEMA_VERSION} (got nothing)"
+                f"schema_version = {allowed[-1]} (got nothing)"
             )
-        elif type(version) is not int or version != SCHEMA_VERSION:
+        elif type(version) is not int or version not in allowed:
             self.problem(
                 "schema_version",
-                f"unsupported schema version; this loader reads {SCHEMA_VERSION}",
+                "unsupported schema version; this loader reads "
+                + " and ".join(str(v) for v in allowed),
                 version,
             )
+        else:
+            return version
+        return allowed[-1]
+
+    def _sources(self, key: str, value: object) -> tuple[str, ...]:
+        """A ``source`` value: one reference or a list of them, each in a known form."""
+        items = value if isinstance(value, list) else [value]
+        if not items or not isinstance(value, (str, list)):
+            self.problem(key, f"must be a string or a list of strings; {_SOURCE_FORMS}", value)
+            return ()
+        found: list[str] = []
+        for item in items:
+            if not isinstance(item, str) or not _SOURCE.match(item):
+                self.problem(key, f"not a source; {_SOURCE_FORMS}", item)
+            else:
+                found.append(item)
+        return tuple(found)
+
+    def _day(self, key: str, value: object, *, required: bool = True) -> _dt.date | None:
+        if value is None:
+            if required:
+                self.problems.append(f"{self.source}: {key}: missing (got nothing)")
+            return None
+        if isinstance(value, _dt.datetime) or not isinstance(value, _dt.date | str):
+            self.problem(key, "must be a date such as 2026-05-29", value)
+            return None
+        if isinstance(value, str):
+            try:
+                return _dt.date.fromisoformat(value)
+            except ValueError:
+                self.problem(key, "not a date; write YYYY-MM-DD", value)
+                return None
+        return value
+
+    def _upstream(self, value: object, end: _dt.date | None) -> Upstream | None:
+        key = "release.upstream"
+        table = self._table(key, value)
+        if table is None:
+            return None
+        self._unknown_keys(key, table, _UPSTREAM_KEYS)
+        start = self._day(f"{key}.from", table.get("from"))
+        stop = self._day(f"{key}.to", table.get("to"))
+        sources = self._sources(f"{key}.sources", table["sources"]) if "sources" in table else ()
+        if start is not None and stop is not None and start > stop:
+            self.problem(f"{key}.from", f"the range must not end before it starts ({stop})", start)
+        if stop is not None and end is not None and stop != end:
+            self.problem(
+                f"{key}.to",
+                f"the upstream range ends on the release date ({end.isoformat()})",
+                stop,
+            )
+        commits: list[UpstreamCommit] = []
+        raw = table.get("commits", [])
+        if not isinstance(raw, list):
+            self.problem(f"{key}.commits", "must be a list of {sha, date, source} tables", raw)
+            raw = []
+        for index, body in enumerate(raw):
+            ckey = f"{key}.commits[{index}]"
+            if not isinstance(body, dict):
+                self.problem(ckey, "must be a table {sha, date, source}", body)
+                continue
+            self._unknown_keys(ckey, body, _COMMIT_KEYS)
+            sha = self._string(f"{ckey}.sha", body.get("sha"))
+            if sha is not None and not _SHA.match(sha):
+                self.problem(f"{ckey}.sha", "a commit is 7 to 40 lower-case hex digits", sha)
+                sha = None
+            day = self._day(f"{ckey}.date", body.get("date"))
+            if "source" not in body:
+                self.problems.append(
+                    f"{self.source}: {ckey}.source: missing; say where the commit was seen "
+                    "(got nothing)"
+                )
+                csources: tuple[str, ...] = ()
+            else:
+                csources = self._sources(f"{ckey}.source", body["source"])
+            if (
+                day is not None
+                and start is not None
+                and stop is not None
+                and not start <= day <= stop
+            ):
+                self.problem(
+                    f"{ckey}.date",
+                    f"the commit lies outside the upstream range {start}..{stop}",
+                    day,
+                )
+            if sha is not None and day is not None and csources:
+                commits.append(UpstreamCommit(sha, day, csources))
+        if start is None or stop is None:
+            return None
+        return Upstream(start, stop, tuple(commits), sources)
 
     def _unknown_keys(self, prefix: str, table: Mapping[str, Any], allowed: frozenset[str]) -> None:
         for key in table:
@@ -572,7 +1008,7 @@ class _Reader:
         doc = self._toml(raw)
         if doc is None:
             return {}
-        self._schema(doc)
+        self._schema(doc, versions=(1,))
         self._unknown_keys("", doc, _TOP_GAPS_FILE_KEYS)
         table = self._table("gaps", doc.get("gaps"))
         gaps: dict[str, Gap] = {}
@@ -623,7 +1059,7 @@ class _Reader:
         doc = self._toml(raw)
         if doc is None:
             return None
-        self._schema(doc)
+        self.version = self._schema(doc)
         self._unknown_keys("", doc, _TOP_RELEASE_KEYS)
         head = self._table("release", doc.get("release"))
         if "release" not in doc:
@@ -646,34 +1082,64 @@ class _Reader:
             base = self._string("release.base", head.get("base"), required=False)
             summary = self._string("release.summary", head.get("summary")) or ""
             date = self._date(head.get("date"))
+            upstream: Upstream | None = None
+            if "upstream" in head:
+                if self.version < 2:
+                    self.problem("release.upstream", _V2_ONLY, head["upstream"])
+                else:
+                    upstream = self._upstream(head["upstream"], date)
         # The gap and op tables are checked even when the head is broken: all problems at once.
-        gap_states = self._gap_states(doc.get("gaps"))
+        gap_states, gap_sources, gap_notes = self._gap_states(doc.get("gaps"))
         rules, is_table = self._op_rules(doc.get("ops"))
         if head is None:
             return None
-        return _Delta(self.source, name, version, base, date, summary, gap_states, rules, is_table)
+        return _Delta(
+            self.source,
+            name,
+            version,
+            base,
+            date,
+            summary,
+            gap_states,
+            rules,
+            is_table,
+            upstream,
+            gap_sources,
+            gap_notes,
+        )
 
     def _date(self, value: object) -> _dt.date | None:
-        key = "release.date"
-        if value is None:
-            self.problems.append(f"{self.source}: {key}: missing (got nothing)")
-            return None
-        if isinstance(value, _dt.datetime) or not isinstance(value, _dt.date | str):
-            self.problem(key, "must be a date such as 2026-05-29", value)
-            return None
-        if isinstance(value, str):
-            try:
-                return _dt.date.fromisoformat(value)
-            except ValueError:
-                self.problem(key, "not a date; write YYYY-MM-DD", value)
-                return None
-        return value
+        return self._day("release.date", value)
 
-    def _gap_states(self, value: object) -> dict[str, GapState]:
+    def _gap_states(
+        self, value: object
+    ) -> tuple[dict[str, GapState], dict[str, tuple[str, ...]], dict[str, str]]:
         table = self._table("gaps", value)
         states: dict[str, GapState] = {}
-        for gap_id, state_raw in (table or {}).items():
+        sources: dict[str, tuple[str, ...]] = {}
+        notes: dict[str, str] = {}
+        for gap_id, body in (table or {}).items():
             key = f"gaps.{gap_id}"
+            state_raw: object = body
+            if isinstance(body, dict):
+                if self.version < 2:
+                    self.problem(
+                        key, "a gap state must be a string; the table form " + _V2_ONLY, body
+                    )
+                    continue
+                self._unknown_keys(key, body, _GAP_STATE_KEYS)
+                state_raw = body.get("state")
+                if state_raw is None:
+                    self.problems.append(f"{self.source}: {key}.state: missing (got nothing)")
+                    continue
+                if "source" in body:
+                    sources[gap_id] = self._sources(f"{key}.source", body["source"])
+                note = body.get("note", "")
+                if not isinstance(note, str):
+                    self.problem(f"{key}.note", "must be a string", note)
+                else:
+                    notes[gap_id] = note
+                key = f"{key}.state"
             if not isinstance(state_raw, str):
                 self.problem(key, "a gap state must be a string", state_raw)
                 continue
@@ -685,7 +1151,7 @@ class _Reader:
                     f"unknown gap state; one of {', '.join(s.value for s in GapState)}",
                     state_raw,
                 )
-        return states
+        return states, sources, notes
 
     def _op_rules(self, value: object) -> tuple[dict[str, OpRule], dict[str, bool]]:
         table = self._table("ops", value)
@@ -720,6 +1186,12 @@ class _Reader:
             self.problem(key, "an op rule is a decision string or a table", body)
             return None
         self._unknown_keys(key, body, _RULE_KEYS)
+        source: tuple[str, ...] = ()
+        if "source" in body:
+            if self.version < 2:
+                self.problem(f"{key}.source", _V2_ONLY, body["source"])
+            else:
+                source = self._sources(f"{key}.source", body["source"])
         decision_raw = body.get("decision")
         if decision_raw is None:
             self.problems.append(f"{self.source}: {key}.decision: missing (got nothing)")
@@ -752,7 +1224,7 @@ class _Reader:
         if not ok or decision is None:
             return None
         assert isinstance(note, str)
-        return OpRule(decision, gap if isinstance(gap, str) else None, note)
+        return OpRule(decision, gap if isinstance(gap, str) else None, note, source)
 
     def _decision(self, key: str, raw: str) -> Decision | None:
         try:
@@ -801,6 +1273,13 @@ def _merge(delta: _Delta, base: Release | None) -> Release:
     states.update(delta.gap_states)
     rules = dict(base.op_rules) if base is not None else {}
     rules.update(delta.op_rules)
+    # a line replaces the state of its gap as a whole, with its own source and note
+    sources = dict(base.gap_sources) if base is not None else {}
+    notes = dict(base.gap_notes) if base is not None else {}
+    own_sources, own_notes = delta.gap_sources or {}, delta.gap_notes or {}
+    for gap_id in delta.gap_states:
+        sources[gap_id] = own_sources.get(gap_id, ())
+        notes[gap_id] = own_notes.get(gap_id, "")
     return Release(
         name=delta.name,
         version=delta.version,
@@ -810,7 +1289,42 @@ def _merge(delta: _Delta, base: Release | None) -> Release:
         source=delta.source,
         gap_states=MappingProxyType(states),
         op_rules=MappingProxyType(rules),
+        upstream=delta.upstream,
+        gap_sources=MappingProxyType(sources),
+        gap_notes=MappingProxyType(notes),
+        own_gaps=frozenset(delta.gap_states),
+        own_ops=frozenset(delta.op_rules),
     )
+
+
+def _check_upstream_order(
+    delta: _Delta, base_name: str, base_upstream: Upstream | None, problems: list[str]
+) -> None:
+    """A release's upstream range starts after its base's range ends."""
+    if delta.upstream is None or base_upstream is None:
+        return
+    if delta.upstream.start <= base_upstream.end:
+        problems.append(
+            f"{delta.source}: release.upstream.from: the range must start after the range of "
+            f"its base {base_name} ({base_upstream.start}..{base_upstream.end}) "
+            f"(got {_show(delta.upstream.start)})"
+        )
+
+
+def _check_commits_unique(deltas: Iterable[_Delta], problems: list[str]) -> None:
+    """A commit belongs to one release: no sha is a prefix of a sha listed elsewhere."""
+    seen: list[tuple[str, str]] = []
+    for delta in deltas:
+        if delta.upstream is None:
+            continue
+        for commit in delta.upstream.commits:
+            for sha, where in seen:
+                if sha.startswith(commit.sha) or commit.sha.startswith(sha):
+                    problems.append(
+                        f"{delta.source}: release.upstream.commits: commit {commit.sha} is "
+                        f"also listed in {where} (got {_show(commit.sha)})"
+                    )
+            seen.append((commit.sha, delta.source))
 
 
 def _check_consistency(release: Release, problems: list[str]) -> None:
@@ -903,6 +1417,9 @@ def _load_catalogue(files: list[tuple[str, bytes]]) -> Catalogue:
                 f"{delta.source}: release.date: a release cannot predate its base {base.name} "
                 f"({base.date.isoformat()}) (got {_show(delta.date)})"
             )
+        if base is not None:
+            _check_upstream_order(delta, base.name, base.upstream, problems)
+    _check_commits_unique(by_name.values(), problems)
 
     # Cycles: follow base links; a walk that comes back to its start is a cycle.
     reported: set[str] = set()

@@ -17,6 +17,7 @@ __all__ = [
     "SpyreLayoutError",
     "SpyreLoweringError",
     "SpyreSimError",
+    "SpyreStackResolutionWarning",
 ]
 
 
@@ -139,3 +140,9 @@ class SpyreFallbackWarning(SpyreSimWarning):
 class SpyreDowncastWarning(SpyreSimWarning):
     """A float32/float64 tensor was stored as float16, or an int64 tensor as int32 (the device
     stores neither): once per process for each kind of conversion."""
+
+
+class SpyreStackResolutionWarning(SpyreSimWarning):
+    """An upstream version string (``0.0.1+g<sha>``, ``release-2026-09-22``) was resolved to a
+    stack release of the catalogue: the message names the release and its upstream range,
+    and says when the date lies after every modelled state. Once per string and process."""

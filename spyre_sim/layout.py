@@ -12,7 +12,8 @@ Two families:
   ``stick-align``, ``sub-stick-head``, ``offset-slice``, ``rank-4d``, ``zero-length``,
   ``core-span``;
 - **capability** rules (``SpyreLoweringError``; always on): ``bf16``, ``dtype-cast``,
-  ``sdpa-gqa``, ``moe-topk``, ``bool-index``.
+  ``sdpa-gqa``, ``moe-topk`` and ``topk-split`` (top-k's k), ``bool-index``, ``pow-exponent``
+  and ``pow-int-base`` (pow's exponent and base).
 
 The exact shapes that trigger each layout rule (a stick is 64 elements of a 2-byte dtype):
 
@@ -25,7 +26,7 @@ The exact shapes that trigger each layout rule (a stick is 64 elements of a 2-by
   of head_dim < 64; a ``-1`` is resolved as ``view`` resolves it, and adding unit dims, as in
   ``[4] -> [4, 1]``, is not a split); (b) a slice or split of a floating tensor's stick dim into
   two equal halves shorter than a stick (stock rotate_half with head_dim < 128: "RoPE needs
-  head_dim / 2 >= 64"; integer index tensors cut in two are not RoPE and meet only
+  head_dim / 2 >= 64", docs/STACK.md §3; integer index tensors cut in two are not RoPE and meet only
   ``offset-slice``).
   Real text: ``Could not find a host dimension matching stick expr``.
 - ``offset-slice``: ``slice``/``split``/``select``/``unbind`` of the last dim at an offset
@@ -425,11 +426,79 @@ def _gqa(packet: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | N
     return None
 
 
+TOPK_PER_CORE = 4
+"""The most ranks one core's top-k kernel emits (torch-spyre #1637, #3782)."""
+
+
+def _topk_k(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | None:
+    k = args[1] if len(args) > 1 else kwargs.get("k")
+    return k if isinstance(k, int) and not isinstance(k, bool) else None
+
+
 @layout_rule("moe-topk", ops=("aten.topk",), uses_args=True, layout=False)
 def _topk(packet: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
-    k = args[1] if len(args) > 1 else kwargs.get("k")
-    if isinstance(k, int) and k > 4:
-        return f"topk with k={k} > 4 (MoE routing)"
+    k = _topk_k(args, kwargs)
+    if k is not None and k > TOPK_PER_CORE:
+        return (
+            f"topk with k={k}: the top-k kernel returns at most {TOPK_PER_CORE} values per "
+            "call (MoE routing and top-k sampling alike); take the top-k on the host, or in "
+            f"rounds of at most {TOPK_PER_CORE}"
+        )
+    return None
+
+
+def topk_split(k: int, cores: int = CORE_COUNT) -> int | None:
+    """The number of cores top-k splits ``k`` over: the smallest divisor ``d <= cores`` of
+    ``k`` with ``k / d <= 4`` (torch-spyre #3782), or ``None`` when there is none."""
+    for d in range(1, cores + 1):
+        if k % d == 0 and k // d <= TOPK_PER_CORE:
+            return d
+    return None
+
+
+@layout_rule("topk-split", ops=("aten.topk",), uses_args=True, layout=False)
+def _topk_split(packet: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
+    k = _topk_k(args, kwargs)
+    if k is not None and k > 0 and topk_split(k) is None:
+        return (
+            f"topk with k={k}: no divisor within {CORE_COUNT} cores gives k_per_core <= "
+            f"{TOPK_PER_CORE} (k must split over the cores at most {TOPK_PER_CORE} per core, "
+            f"so k <= {TOPK_PER_CORE * CORE_COUNT} and e.g. no prime above {TOPK_PER_CORE}); "
+            "round k to one that splits, or take the top-k on the host"
+        )
+    return None
+
+
+_POW_CHAIN = frozenset({2, 3, 4})
+"""The scalar exponents the stack's pow multiply chain compiles before torch-spyre #4479."""
+
+
+def _pow_exponent(args: Sequence[Any], kwargs: Mapping[str, Any]) -> object:
+    return args[1] if len(args) > 1 else kwargs.get("exponent")
+
+
+@layout_rule("pow-exponent", ops=("aten.pow",), uses_args=True, layout=False)
+def _pow_exp(packet: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
+    exponent = _pow_exponent(args, kwargs)
+    if isinstance(exponent, torch.Tensor) or not isinstance(exponent, (int, float)):
+        return None  # a tensor exponent is its own rule (pow-tensor-exponent)
+    if isinstance(exponent, bool) or float(exponent) in _POW_CHAIN:
+        return None
+    return (
+        f"pow with exponent {exponent!r}: only the exponents 2, 3 and 4 of the multiply chain "
+        "compile; others compile to a runtime exception; write it with sqrt / rsqrt / "
+        "reciprocal / exp and log, or as products"
+    )
+
+
+@layout_rule("pow-int-base", ops=("aten.pow",), layout=False)
+def _pow_int(packet: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
+    base = args[0] if args else kwargs.get("self")
+    if isinstance(base, torch.Tensor) and not base.is_floating_point():
+        return (
+            f"pow of an integer tensor {_shape(base)} ({base.dtype}): pow decomposes through "
+            "floating-point ops; cast the base to a float dtype first"
+        )
     return None
 
 

@@ -5,14 +5,14 @@ bias 31, 9 fraction bits, no subnormals, no infinity. This module holds the form
 encoder/decoder (used by tests and docs), and the fast rounding the device applies to fp16
 host tensors wherever it would store a value.
 
-Format decisions (each a documented choice; SPYRE.md only fixes the field widths):
+Format decisions (each a documented choice; the evidence only fixes the field widths):
 
 - exponent code 0 with fraction 0 is zero; exponent code 0 is otherwise unused (no
   subnormals), so the smallest normal is ``2**-30`` (bits ``0x0200``);
 - the all-ones pattern (``0x7FFF``/``0xFFFF``) is the single NaN; the largest finite value is
   ``(2 - 2**-8) * 2**32 = 8_573_157_376`` (bits ``0x7FFE``), "about 8.6e9";
 - finite values beyond it saturate to it; **infinities** become ``0x6FFF``/``0xEFFF``
-  (``(2 - 2**-9) * 2**24 = 33_521_664``, "about 3.35e7", as SPYRE.md reports for ``-inf``):
+  (``(2 - 2**-9) * 2**24 = 33_521_664``, "about 3.35e7", as reported for ``-inf``, docs/STACK.md §2):
   a conversion rule of its own, *not* the saturation value;
 - rounding is round-to-nearest with ties :data:`TIE_RULE` (``"away-from-zero"``, the
   "round-nearest-up" of the DLFloat paper's simplified rounding).
@@ -25,7 +25,9 @@ range, which the host cannot hold: every DL16 value above 65504 in magnitude (a 
 result, an infinity's 3.35e7, 65504 itself, which rounds up to 65536) is **held as +-65472**
 (``0x7BFE``), the largest DL16 value fp16 can represent. So a ``-inf`` attention mask becomes
 the finite -65472 on the device, as it becomes a finite -3.35e7 on the real card (gap
-``no-inf``): a fully masked row softmaxes to uniform instead of NaN. NaN stays NaN.
+``no-inf``): a fully masked row softmaxes to uniform instead of NaN. NaN computed on the device
+stays NaN; a NaN *entering* the device (a transfer, or a fallback's result) reads back as
+``-inf`` (:func:`nan_enters_`, gap ``nan-entry``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ __all__ = [
     "dl16_decode",
     "dl16_encode",
     "dl16_host_value",
+    "nan_enters_",
     "round_to_dl16",
     "round_to_dl16_",
 ]
@@ -204,3 +207,18 @@ def dl16_host_value(values: torch.Tensor) -> torch.Tensor:
     decoded = dl16_decode(dl16_encode(values))
     held = decoded.clamp(-DL16_HOST_MAX, DL16_HOST_MAX)
     return held.to(torch.float16)
+
+
+def nan_enters_(values: torch.Tensor) -> bool:
+    """A NaN entering the device reads back as ``-inf`` (gap ``nan-entry``: torch-spyre #4700,
+    #1829): turn the NaNs of a value just stored by a transfer (host->device copy, or a
+    cpu-fallback's result) into ``-inf``, in place, after DL16 rounding (so the ``-inf`` is
+    held as such, not as the saturated -65472 of a transferred ``-inf``). NaN computed on the
+    device is not touched. Returns whether there was a NaN."""
+    if not values.is_floating_point() or values.numel() == 0:
+        return False
+    nan = torch.isnan(values)
+    if not bool(nan.any()):
+        return False
+    values.masked_fill_(nan, float("-inf"))
+    return True

@@ -6,6 +6,15 @@ the stack installed on a real machine. Select it explicitly::
     spyre_sim.use_stack("2026.05")               # plain call: stays active
     with spyre_sim.use_stack("my/2026.11.toml"):  # context manager: restored on exit
         ...
+    ctx = spyre_sim.use_stack("release-2026-09-22")  # an upstream version string
+    ctx.resolution.release.name, ctx.resolution.exact  # ("2026.09", True)
+
+An upstream version string -- ``torch_spyre.__version__`` of a build (``0.0.1+g8068434``, a
+commit the catalogue lists) or a dated CI image tag (``release-2026-09-22``,
+``nightly-2026-10-09``) -- resolves to the release whose upstream range covers its date; a
+:class:`~spyre_sim.errors.SpyreStackResolutionWarning` says which (once per string), and the
+returned context's ``resolution`` (:class:`~spyre_sim.catalogue.StackResolution`) says it
+too: ``exact`` is false for a date after every modelled state.
 
 The default is the newest built-in release, chosen lazily on first use; nothing is read from
 the environment. Contexts nest; each restores the release that was active when it was created.
@@ -21,7 +30,13 @@ import os
 import threading
 from types import TracebackType
 
-from spyre_sim.catalogue import Release, builtin_catalogue, resolve_stack
+from spyre_sim.catalogue import (
+    Release,
+    StackResolution,
+    builtin_catalogue,
+    resolve_stack,
+    resolve_upstream,
+)
 
 __all__ = ["current_stack", "stack_generation", "use_stack"]
 
@@ -47,24 +62,36 @@ def use_stack(spec: str | os.PathLike[str] | Release) -> _StackContext:
     """Make ``spec`` the active release now and return a context manager that restores the
     previous one on exit.
 
-    ``spec`` is a built-in release name (``"2026.05"``), the path of a user release TOML file
-    that extends a built-in one, or a :class:`~spyre_sim.catalogue.Release`. An unknown name
-    raises :class:`~spyre_sim.errors.SpyreSimError` listing the valid names; a bad file raises
+    ``spec`` is a built-in release name (``"2026.05"``), an upstream version string
+    (``"0.0.1+g8068434"``, ``"release-2026-09-22"``: resolved to the release covering its
+    date, see the module docstring), the path of a user release TOML file that extends a
+    built-in one, or a :class:`~spyre_sim.catalogue.Release`. An unknown name raises
+    :class:`~spyre_sim.errors.SpyreSimError` listing the valid names; a bad file raises
     :class:`~spyre_sim.errors.CatalogueError` listing every problem. On error the active
     release does not change.
     """
     release = resolve_stack(spec)
+    resolution = None
+    if isinstance(spec, str) and spec not in builtin_catalogue() and not os.path.isfile(spec):
+        resolution = resolve_upstream(spec)
     previous = _swap(release)
-    return _StackContext(release, previous)
+    return _StackContext(release, previous, resolution)
 
 
 class _StackContext:
     """Returned by :func:`use_stack`; ``with`` restores the release active before the call."""
 
-    __slots__ = ("_previous", "release")
+    __slots__ = ("_previous", "release", "resolution")
 
-    def __init__(self, release: Release, previous: Release | None) -> None:
+    def __init__(
+        self,
+        release: Release,
+        previous: Release | None,
+        resolution: StackResolution | None = None,
+    ) -> None:
         self.release = release
+        #: how an upstream version string became ``release`` (``None`` for a name or a file)
+        self.resolution = resolution
         self._previous = previous
 
     def __repr__(self) -> str:

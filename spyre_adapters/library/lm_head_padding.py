@@ -24,7 +24,7 @@ from spyre_adapters.contract import ModelEdit
 
 __all__ = ["LmHeadPadding", "PaddedLMHead", "adapter", "padded_vocab", "per_core_span"]
 
-# SPYRE.md section 3: a stick is 128 bytes (64 fp16/bf16 elements); 32 cores; 256 MB per core.
+# docs/STACK.md §3: a stick is 128 bytes (64 fp16/bf16 elements); 32 cores; 256 MB per core.
 _STICK_ELEMENTS = 64
 _STICK_BYTES = 128
 _CORES = 32

@@ -1,6 +1,6 @@
 """Fixtures of the spyre_adapters tests: a small catalogue of our own, test manifests, models.
 
-The fake catalogue follows the release timeline of SPYRE.md sections 5-6 for the gaps the test
+The fake catalogue follows the release timeline of docs/STACK.md §5-6 for the gaps the test
 manifests use, so the expectations in these tests are read off that table, not off the code.
 """
 

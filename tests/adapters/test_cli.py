@@ -1,7 +1,7 @@
 """The CLI through main(argv): output formats, exit codes, pins, waivers, extension hooks.
 
 Runs against the built-in stack catalogue with the test manifests (built-in adapters disabled
-through SPYRE_ADAPTERS_DISABLE), so the expectations follow SPYRE.md's release timeline.
+through SPYRE_ADAPTERS_DISABLE), so the expectations follow the release timeline of docs/STACK.md §5.
 """
 
 from __future__ import annotations

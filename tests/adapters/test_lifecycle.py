@@ -1,6 +1,6 @@
 """The lifecycle at every release of the (fake) catalogue, resolution, waivers.
 
-Expected statuses are read off SPYRE.md sections 5-6 (see conftest): sin-cos closes in 2026.09,
+Expected statuses are read off docs/STACK.md §5-6 (see conftest): sin-cos closes in 2026.09,
 pow in 2026.03, dtype-cast in 2026.07, mem-pool is open only in 2026.08, stick-align is lasting.
 """
 

@@ -49,7 +49,7 @@ def test_llama_at_newest_release(examples: pytest.Pytester) -> None:
     outcomes = {t["nodeid"].rsplit("::", 1)[-1]: t["outcome"] for t in data["tests"]}
     assert outcomes["test_training"] == "skipped"
     assert outcomes["test_model_forward"] == "passed", result.stdout.str()
-    # --spyre-compare: each top-level forward replayed on a CPU copy (SPYRE.md: cosine >= 0.99
+    # --spyre-compare: each top-level forward replayed on a CPU copy (docs/STACK.md §7: cosine >= 0.99
     # on the device); generate's prefill is compared, its decode steps (KV cache) are not
     by_test = {t["nodeid"].rsplit("::", 1)[-1]: t["compare"] for t in data["tests"]}
     assert [a["model"] for a in by_test["test_model_forward"]] == ["LlamaModel"]

@@ -1,8 +1,9 @@
-"""The built-in stack-release catalogue against SPYRE.md sections 5 and 6."""
+"""The built-in stack-release catalogue against the stack description (docs/STACK.md §5, §6, §8)."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -30,15 +31,18 @@ else:  # pragma: no cover - Python 3.10
 RELEASES = ("2025.12", "2026.02", "2026.03", "2026.05", "2026.06", "2026.07", "2026.08", "2026.09")
 DATA = Path(__file__).resolve().parents[1] / "data" / "releases"
 CENSUS = sorted(json.loads((DATA / "op-census-packets.json").read_text())["op_family_count"])
+# op overloads Transformers' own model tests reach inside the model scope (forward, forward with
+# labels, fp16 forward, greedy generate), written by benchmarks/collect_model_ops.py
+MODEL_OPS = sorted(json.loads((DATA.parent / "model-ops.json").read_text())["op_overload_count"])
 
 # X: open (fails), F: fallback, M: miscompiled, C: closed
 X, F, M, C = GapState.OPEN, GapState.FALLBACK, GapState.MISCOMPILED, GapState.CLOSED
 NATIVE, DECOMPOSED = Decision.NATIVE, Decision.DECOMPOSED
 FALLBACK, UNSUPPORTED = Decision.FALLBACK, Decision.UNSUPPORTED
 
-# The state of each gap at each release (order of RELEASES), written from SPYRE.md.
+# The state of each gap at each release (order of RELEASES), written from docs/STACK.md.
 TIMELINES: dict[str, tuple[GapState, ...]] = {
-    # SPYRE.md section 6
+    # docs/STACK.md §6
     "sin-cos": (F, F, F, F, F, F, F, C),
     "rotate-half": (M, M, M, M, M, M, M, M),
     "offset-slice": (X, X, X, X, C, C, C, C),
@@ -51,7 +55,7 @@ TIMELINES: dict[str, tuple[GapState, ...]] = {
     "conv2d": (X, X, X, X, C, C, C, C),
     "masked-scatter": (X, X, X, X, X, X, C, C),
     "layernorm-nan": (M, M, M, M, M, M, M, M),
-    "sdpa-strided": (M, M, M, M, M, C, C, C),
+    "sdpa-strided": (C, C, C, M, M, M, M, C),  # clone dropped May 20 (#2196), fixed #4331
     "mem-pool": (C, C, C, C, C, C, M, C),
     "stick-align": (X, X, X, X, X, X, X, X),
     "sub-stick-head": (X, X, X, X, X, X, X, X),
@@ -59,7 +63,7 @@ TIMELINES: dict[str, tuple[GapState, ...]] = {
     "no-inf": (M, M, M, M, M, M, M, M),
     "fp32-storage": (M, M, M, M, M, M, M, M),
     "static-shapes": (X, X, X, X, X, X, X, X),
-    # added ids, from the rules of SPYRE.md sections 2, 3 and 5
+    # added ids, from the rules of docs/STACK.md §2, §3 and §5
     "rank-4d": (X, C, C, C, C, C, C, C),
     "bool-storage": (X, C, C, C, C, C, C, C),
     "bf16": (X, X, X, C, C, C, C, C),
@@ -88,10 +92,28 @@ TIMELINES: dict[str, tuple[GapState, ...]] = {
     "pooling": (X, X, X, X, X, X, C, C),
     "gemma-rmsnorm": (X, X, X, X, X, X, X, C),
     "sort": (X, X, X, X, X, X, X, X),
-    "moe-topk": (X, X, X, X, X, X, X, X),
+    "moe-topk": (X, X, X, X, X, X, C, C),  # k split over the cores from Aug 17 (#3782)
     "bool-index": (X, X, X, X, X, X, X, X),
     "masked-fill": (X, X, X, F, F, F, F, F),
     "unlowered-op": (X, X, X, X, X, X, X, X),
+    "indexed-dim": (M, M, M, M, M, M, C, C),  # layouts enforced from 2026.08 (#3409, #3882)
+    # newer evidence, docs/STACK.md §8
+    "fp32-reduce-rows": (M, M, M, M, M, M, C, C),  # #3804, fixed Aug 24
+    "sdpa-seq-align": (M, M, M, M, M, M, M, M),  # #3113, still open
+    "offset-view-input": (M, M, M, M, M, M, M, C),  # #4594, fixed Sep 16
+    "decode-query-layout": (C, C, C, C, C, M, C, C),  # fused SDPA Jul 9, #3926 Aug 21
+    "scratchpad-placement": (C, C, C, C, M, M, C, C),  # #2868 Jun 25, #4027 Aug 25
+    "topk-split": (X, X, X, X, X, X, X, X),
+    "topk-largest": (M, M, M, M, M, M, M, M),
+    "pow-exponent": (X, X, X, X, X, X, X, C),  # #4479, Sep 11
+    "pow-cube": (M, M, M, M, M, M, M, C),  # #4009, fixed by #4479
+    "pow-int-base": (X, X, X, X, X, X, X, X),
+    "pow-tensor-exponent": (X, X, X, X, X, X, X, X),  # #1852
+    "nan-entry": (M, M, M, M, M, M, M, M),  # #4700
+    "nan-inf-test": (X, X, X, X, X, X, X, X),
+    "loss": (X, X, X, X, X, X, X, X),
+    "linalg": (X, X, X, X, X, X, X, X),
+    "histc": (X, X, X, X, X, X, X, X),  # #3982, #4071
 }
 
 SPYRE_NATURES = {
@@ -116,7 +138,7 @@ SPYRE_NATURES = {
     "static-shapes": GapNature.LASTING,
 }
 
-# (op packet, overload, release, decision) read off SPYRE.md section 5.
+# (op packet, overload, release, decision) read off docs/STACK.md §5 and §8.
 SPYRE_DECISIONS = [
     ("aten.mm", "default", "2025.12", NATIVE),
     ("aten.gelu", "default", "2025.12", NATIVE),
@@ -135,7 +157,8 @@ SPYRE_DECISIONS = [
     ("aten._softmax", "default", "2026.02", UNSUPPORTED),
     ("aten._softmax", "default", "2026.03", NATIVE),
     ("aten.pow", "Tensor_Scalar", "2026.02", UNSUPPORTED),
-    ("aten.pow", "Tensor_Scalar", "2026.03", NATIVE),
+    ("aten.pow", "Tensor_Scalar", "2026.03", DECOMPOSED),  # pow(x, 2) -> x * x (#1005)
+    ("aten.pow", "Tensor_Tensor", "2026.09", UNSUPPORTED),  # #1852
     ("aten._to_copy", "default", "2026.03", UNSUPPORTED),
     ("aten._to_copy", "default", "2026.05", NATIVE),
     ("aten.addmm", "default", "2025.12", UNSUPPORTED),
@@ -152,7 +175,18 @@ SPYRE_DECISIONS = [
     ("aten.tril", "default", "2026.02", UNSUPPORTED),
     ("aten.tril", "default", "2026.03", FALLBACK),
     ("aten.tril", "default", "2026.09", FALLBACK),
-    ("aten.triu", "default", "2026.09", NATIVE),
+    ("aten.triu", "default", "2026.09", FALLBACK),  # still on the host (#4647, #4029)
+    ("aten.index", "Tensor", "2026.06", FALLBACK),
+    ("aten.index", "Tensor", "2026.08", NATIVE),  # compiled gathers (#3434)
+    ("aten.index_copy_", "default", "2026.08", NATIVE),  # KV-cache write (#2443, #3409)
+    ("aten.index_copy", "default", "2026.09", FALLBACK),  # eager functional form: host
+    ("aten.nll_loss_forward", "default", "2026.09", UNSUPPORTED),
+    ("aten.mse_loss", "default", "2026.02", UNSUPPORTED),
+    ("aten.mse_loss", "default", "2026.03", DECOMPOSED),
+    ("aten.binary_cross_entropy_with_logits", "default", "2025.12", DECOMPOSED),
+    ("aten.isinf", "default", "2026.09", UNSUPPORTED),
+    ("aten.pixel_shuffle", "default", "2026.02", DECOMPOSED),
+    ("aten.linalg_cholesky_ex", "default", "2026.09", UNSUPPORTED),
     ("aten.isin", "Tensor_Tensor", "2026.03", FALLBACK),
     ("aten.isin", "Tensor_Tensor", "2026.09", FALLBACK),
     ("aten._local_scalar_dense", "default", "2026.03", FALLBACK),
@@ -263,7 +297,7 @@ def catalogue() -> Catalogue:
     return builtin_catalogue()
 
 
-def test_releases_are_the_eight_of_spyre_md_in_order(catalogue: Catalogue) -> None:
+def test_releases_are_the_eight_of_the_stack_description_in_order(catalogue: Catalogue) -> None:
     assert catalogue.names == RELEASES
     assert [r.version for r in catalogue.releases] == [Version(n) for n in RELEASES]
     assert catalogue.newest.name == "2026.09"
@@ -298,6 +332,54 @@ def test_every_census_op_has_an_explicit_rule(catalogue: Catalogue, name: str) -
     assert silent == []
 
 
+def test_model_ops_list_is_the_test_tree_collection() -> None:
+    data = json.loads((DATA.parent / "model-ops.json").read_text())
+    assert data["files"] > 400
+    assert len(MODEL_OPS) > 200
+    assert "collect_model_ops.py" in data["about"]
+    # the ops the catalogue once left to the catch-all are among them
+    assert {"aten.isinf.default", "aten.binary_cross_entropy_with_logits.default"} <= set(MODEL_OPS)
+
+
+@pytest.mark.parametrize("name", RELEASES)
+def test_every_model_op_of_the_test_tree_has_an_explicit_rule(
+    catalogue: Catalogue, name: str
+) -> None:
+    release = catalogue.release(name)
+    by_omission = []
+    silent = []
+    for op in MODEL_OPS:
+        packet, _overload = op.rsplit(".", 1)
+        key = op if op in release.op_rules else packet
+        rule = release.op_rules.get(key)
+        if rule is None:
+            by_omission.append(op)  # would be unsupported under the catch-all unlowered-op
+        elif rule.gap == UNLOWERED_GAP and not rule.note:
+            silent.append(op)
+    assert by_omission == []
+    assert silent == []
+
+
+@pytest.mark.parametrize(
+    ("op", "gap"),
+    [
+        ("aten.isinf", "nan-inf-test"),
+        ("aten.nll_loss_forward", "loss"),
+        ("aten.nll_loss2d_forward", "loss"),
+        ("aten._ctc_loss", "loss"),
+        ("aten.linalg_cholesky_ex", "linalg"),
+        ("aten.histc", "histc"),
+    ],
+)
+def test_ops_once_left_to_the_catch_all_name_a_real_gap(
+    catalogue: Catalogue, op: str, gap: str
+) -> None:
+    for release in catalogue.releases:
+        rule = release.op_rule(op)
+        assert (rule.decision, rule.gap) == (UNSUPPORTED, gap), release.name
+        assert rule.note
+
+
 @pytest.mark.parametrize("name", RELEASES)
 def test_device_ops_have_an_explicit_rule(catalogue: Catalogue, name: str) -> None:
     release = catalogue.release(name)
@@ -329,7 +411,7 @@ def test_allocation_and_transfers_never_fail(catalogue: Catalogue) -> None:
 
 
 @pytest.mark.parametrize(("op", "overload", "name", "decision"), SPYRE_DECISIONS)
-def test_op_decisions_follow_spyre_md(
+def test_op_decisions_follow_the_stack_description(
     catalogue: Catalogue, op: str, overload: str, name: str, decision: Decision
 ) -> None:
     assert catalogue.release(name).op_rule(op, overload).decision is decision
@@ -498,6 +580,10 @@ def test_gap_changes_say_what_a_release_closes_and_reopens(catalogue: Catalogue)
         "any-all": (F, C),
         "gemma-rmsnorm": (X, C),
         "mem-pool": (M, C),
+        "sdpa-strided": (M, C),
+        "offset-view-input": (M, C),
+        "pow-exponent": (X, C),
+        "pow-cube": (M, C),
     }
     assert catalogue.gap_changes("2026.08")["mem-pool"] == (C, M)
     first = catalogue.gap_changes("2025.12")
@@ -514,3 +600,99 @@ def test_decision_and_gap_helpers(catalogue: Catalogue) -> None:
     assert catalogue.gaps["stick-align"].lasting
     assert not catalogue.gaps["sin-cos"].lasting
     assert [r.name for r in catalogue] == list(RELEASES)
+
+
+# --------------------------------------------------------------------- provenance
+
+
+def test_every_release_says_which_upstream_state_it_reproduces(catalogue: Catalogue) -> None:
+    previous: Release | None = None
+    for release in catalogue.releases:
+        upstream = release.upstream
+        assert upstream is not None, release.name
+        assert upstream.end == release.date
+        assert upstream.start <= upstream.end
+        if previous is not None:
+            assert previous.upstream is not None
+            # the ranges tile the upstream history without gap or overlap
+            assert (upstream.start - previous.upstream.end).days == 1, release.name
+        for commit in upstream.commits:
+            assert upstream.covers(commit.date)
+            assert commit.source
+        previous = release
+
+
+def test_every_delta_line_names_its_source(catalogue: Catalogue) -> None:
+    for release in catalogue.releases[1:]:
+        assert release.own_gaps or release.own_ops, release.name
+        silent_gaps = [g for g in sorted(release.own_gaps) if not release.gap_sources.get(g)]
+        silent_ops = [o for o in sorted(release.own_ops) if not release.op_rules[o].source]
+        assert (release.name, silent_gaps, silent_ops) == (release.name, [], [])
+        assert release.delta_sources
+
+
+def test_sources_are_upstream_numbers_or_sections_of_the_stack_doc(catalogue: Catalogue) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "STACK.md").read_text()
+    sections = {line.split()[1].rstrip(".") for line in doc.splitlines() if line.startswith("## ")}
+    for release in catalogue.releases:
+        for source in release.delta_sources:
+            if source.startswith("docs/STACK.md §"):
+                assert source.split("§")[1] in sections, (release.name, source)
+            else:
+                assert source.startswith("#") or "/" in source.split("#")[0], source
+
+
+def test_commits_resolve_to_the_release_that_lists_them(catalogue: Catalogue) -> None:
+    for release in catalogue.releases:
+        assert release.upstream is not None
+        for commit in release.upstream.commits:
+            found = catalogue.commit(commit.sha[:7])
+            assert found is not None
+            assert found[0] is release
+
+
+def test_covering_maps_every_day_of_a_range_to_its_release(catalogue: Catalogue) -> None:
+    for release in catalogue.releases:
+        assert release.upstream is not None
+        assert catalogue.covering(release.upstream.start) is release
+        assert catalogue.covering(release.upstream.end) is release
+    newest = catalogue.newest.upstream
+    assert newest is not None
+    assert catalogue.covering(newest.end + datetime.timedelta(days=1)) is None
+
+
+def test_diff_names_each_change_with_the_release_and_evidence_behind_it(
+    catalogue: Catalogue,
+) -> None:
+    diff = catalogue.diff("2026.08", "2026.09")
+    gaps = {c.gap: c for c in diff.gaps}
+    assert set(gaps) == set(catalogue.gap_changes("2026.09"))
+    assert gaps["pow-cube"].before is M
+    assert gaps["pow-cube"].after is C
+    assert "#4479" in gaps["pow-cube"].source
+    ops = {c.op: c for c in diff.ops}
+    assert ops["aten.sin"].before.decision is FALLBACK
+    assert ops["aten.sin"].after.decision is NATIVE
+    assert "#4287" in ops["aten.sin"].after.source
+    assert "aten.triu" not in ops  # still a fallback at 2026.09
+    gone = {getattr(c, "gap", None) for c in diff.miscompiles if c.miscompile == "goes"}
+    assert {"mem-pool", "pow-cube", "sdpa-strided", "offset-view-input"} <= gone
+
+
+def test_diff_over_several_releases_names_the_release_that_set_each_value(
+    catalogue: Catalogue,
+) -> None:
+    diff = catalogue.diff("2026.05", "2026.09")
+    gaps = {c.gap: c for c in diff.gaps}
+    assert gaps["embedding"].set_in == "2026.08"
+    assert gaps["sin-cos"].set_in == "2026.09"
+    assert "mem-pool" not in gaps  # closed at both ends
+    appears = {getattr(c, "gap", None) for c in catalogue.diff("2026.07", "2026.08").miscompiles}
+    assert "mem-pool" in appears
+
+
+def test_diff_goes_from_old_to_new(catalogue: Catalogue) -> None:
+    with pytest.raises(
+        SpyreSimError, match=r"older release to a newer one.*--diff 2026.08 2026.09"
+    ):
+        catalogue.diff("2026.09", "2026.08")

@@ -41,14 +41,14 @@ BROKEN: dict[str, list[str]] = {
         'at 2026.11; update the op or the gap state (got "cpu-fallback")',
     ],
     "broken-missing.toml": [
-        "{file}: schema_version: missing; write schema_version = 1 (got nothing)",
+        "{file}: schema_version: missing; write schema_version = 2 (got nothing)",
         "{file}: release: missing [release] table with name, base, date, summary (got nothing)",
     ],
     "broken-new-op.toml": [
         '{file}: ops."aten.cumsun": op not known to base release 2026.09; '
         + NEW_OP_HINT
         + ' (got "native")',
-        '{file}: ops."aten.cumprod": op not known to base release 2026.09; '
+        '{file}: ops."aten.logcumsumexp": op not known to base release 2026.09; '
         + NEW_OP_HINT
         + ' (got {{decision = "native"}})',
     ],
@@ -72,9 +72,10 @@ BROKEN: dict[str, list[str]] = {
         'unsupported, miscompiled (got "quick")',
     ],
     "broken-types.toml": [
-        "{file}: schema_version: unsupported schema version; this loader reads 1 (got 2)",
+        "{file}: schema_version: unsupported schema version; this loader reads 1 and 2 (got 99)",
         "{file}: extra: unknown key; allowed: gaps, ops, release, schema_version (got true)",
-        '{file}: release.author: unknown key; allowed: base, date, name, summary (got "someone")',
+        "{file}: release.author: unknown key; allowed: base, date, name, summary, upstream "
+        '(got "someone")',
         "{file}: release.name: must be a string (got 2026)",
         "{file}: release.summary: missing (got nothing)",
         '{file}: release.date: not a date; write YYYY-MM-DD (got "2026-13-01")',
@@ -91,7 +92,8 @@ BROKEN: dict[str, list[str]] = {
         'write {{decision = "cpu-fallback", gap = "...", note = "..."}} (got "cpu-fallback")',
         '{file}: ops."aten.sin".gap: a native op lowers, so it names no gap; remove gap '
         '(got "sin-cos")',
-        '{file}: ops."aten.tril".reason: unknown key; allowed: decision, gap, note (got "x")',
+        '{file}: ops."aten.tril".reason: unknown key; allowed: decision, gap, note, source '
+        '(got "x")',
         '{file}: ops."aten.sort".decision: missing (got nothing)',
         '{file}: ops."not an op": not an ATen op name like "aten.sin" or "aten.add.Tensor" '
         '(got "not an op")',
@@ -154,8 +156,8 @@ def test_user_release_extends_2026_09_with_cumsum_native() -> None:
     assert release.op_rule("aten.tril") == base.op_rule("aten.tril")
     assert dict(release.gap_states) == {**base.gap_states, "cumsum": GapState.CLOSED}
     # a new op with a full rule
-    assert release.op_rule("aten.cumprod").decision is Decision.NATIVE
-    assert "aten.cumprod" not in base.op_rules
+    assert release.op_rule("aten.logcumsumexp").decision is Decision.NATIVE
+    assert "aten.logcumsumexp" not in base.op_rules
 
 
 def test_catalogue_with_release_file_and_first_closing() -> None:
@@ -182,7 +184,7 @@ def test_catalogue_for_a_user_release_sees_its_own_closings() -> None:
 def test_overload_rule_in_a_user_file_beats_the_packet() -> None:
     release = load_release_file(DATA / "overload-2026.10.toml")
     assert release.op_rule("aten.pow", "Scalar").decision is Decision.FALLBACK
-    assert release.op_rule("aten.pow", "Tensor_Scalar").decision is Decision.NATIVE
+    assert release.op_rule("aten.pow", "Tensor_Scalar").decision is Decision.DECOMPOSED
     assert release.date.isoformat() == "2026-10-16"  # dates may also be strings
 
 
@@ -329,3 +331,104 @@ def test_resolve_stack_accepts_a_file_name_without_suffix(
     shutil.copy(DATA / "whatif-2026.11.toml", tmp_path / "whatif")
     monkeypatch.chdir(tmp_path)
     assert resolve_stack("whatif").name == "2026.11"
+
+
+# --------------------------------------------------------------------- schema 2: provenance
+
+PROVENANCE = """schema_version = 2
+
+[release]
+name = "2026.11"
+base = "2026.09"
+date = 2026-11-20
+summary = "2026.09 + cumsum on the device"
+
+[release.upstream]
+from = 2026-09-26
+to = 2026-11-20
+sources = ["#9999"]
+commits = [{ sha = "abcdef0", date = 2026-10-01, source = "#9998" }]
+
+[gaps]
+cumsum = { state = "closed", source = "#3389", note = "the scan kernel" }
+
+[ops]
+"aten.cumsum" = { decision = "native", source = ["#3389", "docs/STACK.md §8"] }
+"""
+
+
+def test_a_schema_2_user_release_carries_its_provenance(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(PROVENANCE)
+    release = load_release_file(path)
+    assert release.upstream is not None
+    assert (release.upstream.start.isoformat(), release.upstream.end.isoformat()) == (
+        "2026-09-26",
+        "2026-11-20",
+    )
+    assert [c.sha for c in release.upstream.commits] == ["abcdef0"]
+    assert release.gap_sources["cumsum"] == ("#3389",)
+    assert release.gap_notes["cumsum"] == "the scan kernel"
+    assert release.op_rule("aten.cumsum").source == ("#3389", "docs/STACK.md §8")
+    assert release.own_gaps == frozenset({"cumsum"})
+    assert release.own_ops == frozenset({"aten.cumsum"})
+    assert release.delta_sources == ("#9999", "#3389", "docs/STACK.md §8")
+    # inherited lines keep the source of the release that set them
+    assert (
+        release.op_rule("aten.sin").source == builtin_catalogue().newest.op_rule("aten.sin").source
+    )
+    # the catalogue extended by it resolves its commit
+    extended = builtin_catalogue().with_release_file(path)
+    found = extended.commit("abcdef0")
+    assert found is not None
+    assert found[0].name == "2026.11"
+
+
+def test_schema_2_problems_are_all_reported_with_file_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(
+        PROVENANCE.replace("from = 2026-09-26", "from = 2026-09-01")
+        .replace("to = 2026-11-20", "to = 2026-11-19")
+        .replace('sources = ["#9999"]', 'sources = ["PR 9999"]')
+        .replace('sha = "abcdef0", date = 2026-10-01', 'sha = "XYZ", date = 2026-12-01')
+        .replace('source = "#3389", note', "source = 3389, note")
+        .replace(
+            '{ sha = "XYZ", date = 2026-12-01, source = "#9998" }',
+            '{ sha = "XYZ", date = 2026-12-01 }',
+        )
+    )
+    with pytest.raises(CatalogueError) as info:
+        load_release_file(path)
+    file = str(path)
+    forms = (
+        'a source is "#1234" (a torch-spyre PR or issue), "owner/repo#12" (another repository) '
+        'or "docs/STACK.md §5" (a section of this project\'s stack description)'
+    )
+    assert info.value.problems == [
+        f'{file}: release.upstream.sources: not a source; {forms} (got "PR 9999")',
+        f"{file}: release.upstream.to: the upstream range ends on the release date (2026-11-20) "
+        "(got 2026-11-19)",
+        f"{file}: release.upstream.commits[0].sha: a commit is 7 to 40 lower-case hex digits "
+        '(got "XYZ")',
+        f"{file}: release.upstream.commits[0].source: missing; say where the commit was seen "
+        "(got nothing)",
+        f"{file}: release.upstream.commits[0].date: the commit lies outside the upstream range "
+        "2026-09-01..2026-11-19 (got 2026-12-01)",
+        f"{file}: gaps.cumsum.source: must be a string or a list of strings; {forms} (got 3389)",
+        f"{file}: release.upstream.from: the range must start after the range of its base "
+        "2026.09 (2026-08-29..2026-09-25) (got 2026-09-01)",
+    ]
+
+
+def test_a_schema_1_file_may_not_use_the_provenance_keys(tmp_path: Path) -> None:
+    path = tmp_path / "old.toml"
+    path.write_text(PROVENANCE.replace("schema_version = 2", "schema_version = 1"))
+    with pytest.raises(CatalogueError) as info:
+        load_release_file(path)
+    needs = "needs schema_version = 2 (the provenance keys are new in version 2)"
+    assert [p.split(": ", 2)[1] for p in info.value.problems] == [
+        "release.upstream",
+        "gaps.cumsum",
+        'ops."aten.cumsum".source',
+    ]
+    assert all(needs in p for p in info.value.problems)

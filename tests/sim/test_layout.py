@@ -120,3 +120,73 @@ def test_settings_switches_are_checked(spyre: ModuleType) -> None:
     assert spyre.settings.generation == before + 2
     with pytest.raises(spyre.SpyreLayoutError):
         _dev(2, 96) @ _dev(96, 64)
+
+
+# --- top-k and pow (docs/STACK.md §8) ---------------------------------------------------------
+
+
+def test_topk_above_four_fails_until_2026_08_with_a_message_for_any_use(
+    spyre: ModuleType,
+) -> None:
+    scores = torch.randn(2, 256, dtype=torch.float16).to("spyre")
+    with spyre.use_stack("2026.07"):
+        assert torch.topk(scores, 4).values.shape == (2, 4)
+        with pytest.raises(spyre.SpyreLoweringError) as info:
+            torch.topk(scores, 50)  # top-k sampling, not MoE routing
+    assert info.value.gap == "moe-topk"
+    assert info.value.closes_in == "2026.08"
+    assert "at most 4 values per call" in str(info.value)
+    assert "MoE routing and top-k sampling alike" in str(info.value)
+    with spyre.use_stack("2026.08"):
+        values = torch.topk(scores, 50).values.cpu()
+    assert torch.equal(values, torch.topk(scores.cpu(), 50).values)
+
+
+@pytest.mark.parametrize(
+    ("k", "splits"), [(5, True), (8, True), (37, False), (128, True), (129, False)]
+)
+def test_topk_k_must_split_over_the_cores_from_2026_08(
+    spyre: ModuleType, k: int, splits: bool
+) -> None:
+    from spyre_sim.layout import topk_split
+
+    assert (topk_split(k) is not None) is splits
+    scores = torch.randn(1, 256, dtype=torch.float16).to("spyre")
+    with spyre.use_stack("2026.08"):
+        if splits:
+            assert torch.topk(scores, k).values.shape == (1, k)
+        else:
+            with pytest.raises(
+                spyre.SpyreLoweringError, match="no divisor within 32 cores"
+            ) as info:
+                torch.topk(scores, k)
+            assert info.value.gap == "topk-split"
+            assert info.value.closes_in is None
+
+
+def test_pow_exponents_before_and_after_2026_09(spyre: ModuleType) -> None:
+    host = spyre.round_to_dl16(torch.rand(2, 64, dtype=torch.float16) + 0.5)
+    x = host.to("spyre")
+    with spyre.use_stack("2026.08"):
+        assert torch.equal(x.pow(2).cpu(), spyre.round_to_dl16(host * host))
+        x.pow(4)  # the multiply chain compiles 2, 3 and 4
+        with pytest.raises(spyre.SpyreLoweringError, match=r"exponent -0\.5") as info:
+            x.pow(-0.5)  # #3179
+    assert info.value.gap == "pow-exponent"
+    assert info.value.closes_in == "2026.09"
+    with spyre.use_stack("2026.09"):
+        torch.testing.assert_close(x.pow(-0.5).cpu(), host.pow(-0.5), atol=2e-3, rtol=2e-3)
+
+
+def test_pow_of_an_integer_base_and_with_a_tensor_exponent_fail(spyre: ModuleType) -> None:
+    ints = torch.arange(64, dtype=torch.int32).reshape(1, 64).to("spyre")
+    with pytest.raises(spyre.SpyreLoweringError, match="pow of an integer tensor") as info:
+        ints.pow(2)
+    assert info.value.gap == "pow-int-base"
+    x = torch.rand(1, 64, dtype=torch.float16).to("spyre")
+    with pytest.raises(spyre.SpyreLoweringError) as tensor_exponent:
+        torch.pow(x, x)
+    assert tensor_exponent.value.gap == "pow-tensor-exponent"
+    with pytest.raises(spyre.SpyreLoweringError) as scalar_base:
+        torch.pow(2.0, x)
+    assert scalar_base.value.gap == "pow-tensor-exponent"

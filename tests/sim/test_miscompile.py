@@ -64,19 +64,23 @@ def test_layernorm_nan_on_near_constant_rows(spyre: ModuleType, tmp_path: Path) 
         assert not torch.isnan(norm(x).cpu()).any()
 
 
-def test_sdpa_on_strided_views_before_2026_07(spyre: ModuleType) -> None:
+def test_sdpa_on_strided_views_from_2026_05_to_2026_08(spyre: ModuleType) -> None:
+    # the first SDPA decomposition copied q/k/v (#921); the copy went on May 20 (#2196); the
+    # miscompile was fixed in September (#4331, #4376)
     f = torch.nn.functional.scaled_dot_product_attention
     host = torch.randn(1, 8, 4, 64, dtype=torch.float16)  # [b, s, h, d]
     x = host.to("spyre").transpose(1, 2)  # [b, h, s, d], not contiguous
     ref = f(*(spyre.round_to_dl16(host).transpose(1, 2).float(),) * 3)
-    with spyre.use_stack("2026.05"):
-        wrong = f(x, x, x).cpu().float()
-        right = f(x.contiguous(), x.contiguous(), x.contiguous()).cpu().float()
-    assert torch.allclose(right, ref, atol=5e-3, rtol=5e-3)
-    assert not torch.allclose(wrong, ref, atol=5e-3, rtol=5e-3)
-    assert spyre.telemetry.snapshot()["miscompiles"]["sdpa-strided"]["count"] == 1
-    with spyre.use_stack("2026.07"):
-        assert torch.allclose(f(x, x, x).cpu().float(), ref, atol=5e-3, rtol=5e-3)
+    for name in ("2026.05", "2026.08"):
+        with spyre.use_stack(name):
+            wrong = f(x, x, x).cpu().float()
+            right = f(x.contiguous(), x.contiguous(), x.contiguous()).cpu().float()
+        assert torch.allclose(right, ref, atol=5e-3, rtol=5e-3)
+        assert not torch.allclose(wrong, ref, atol=5e-3, rtol=5e-3), name
+    assert spyre.telemetry.snapshot()["miscompiles"]["sdpa-strided"]["count"] == 2
+    for name in ("2026.03", "2026.09"):
+        with spyre.use_stack(name):
+            assert torch.allclose(f(x, x, x).cpu().float(), ref, atol=5e-3, rtol=5e-3), name
 
 
 def test_mem_pool_regression_only_in_2026_08(spyre: ModuleType) -> None:
@@ -89,3 +93,151 @@ def test_mem_pool_regression_only_in_2026_08(spyre: ModuleType) -> None:
     with spyre.use_stack("2026.09"):
         assert (torch.cat((cache, new), dim=-2).cpu()[:, :, :3] == 1).all()
     assert spyre.telemetry.snapshot()["miscompiles"]["mem-pool"]["count"] == 1
+
+
+# --- newer evidence (docs/STACK.md §8) --------------------------------------------------------
+
+
+def test_topk_largest_false_returns_the_largest(spyre: ModuleType) -> None:
+    host = spyre.round_to_dl16(torch.randn(2, 64, dtype=torch.float16))
+    x = host.to("spyre")
+    smallest = torch.topk(host, 3, largest=False)
+    got = torch.topk(x, 3, largest=False)
+    assert torch.equal(got.values.cpu(), torch.topk(host, 3).values)
+    assert not torch.equal(got.values.cpu(), smallest.values)
+    assert torch.equal(torch.topk(x, 3).values.cpu(), torch.topk(host, 3).values)  # largest=True
+    assert spyre.telemetry.snapshot()["miscompiles"]["topk-largest"]["count"] == 1
+
+
+def test_pow_cube_is_abs_to_the_fourth_until_2026_09(spyre: ModuleType) -> None:
+    host = spyre.round_to_dl16(torch.linspace(-2, 2, 64, dtype=torch.float16).reshape(1, 64))
+    x = host.to("spyre")
+    with spyre.use_stack("2026.08"):
+        wrong = x.pow(3).cpu()
+    square = host * host  # fp16 on the host, as the reproduction computes it
+    assert torch.equal(wrong, spyre.round_to_dl16(square * square))
+    assert (wrong >= 0).all()  # the sign is lost
+    with spyre.use_stack("2026.09"):
+        torch.testing.assert_close(x.pow(3).cpu(), host.pow(3), atol=2e-2, rtol=5e-3)
+    assert spyre.telemetry.snapshot()["miscompiles"]["pow-cube"]["count"] == 1
+
+
+def _rms_variance(x: torch.Tensor) -> torch.Tensor:
+    # the stock HF RMSNorm statistics: an fp32 upcast, a square, a mean over the last dim
+    return x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+
+
+def test_fp32_mean_over_more_than_32_rows_in_2026_07(spyre: ModuleType) -> None:
+    host = spyre.round_to_dl16(torch.rand(64, 128, dtype=torch.float16) + 0.5)
+    x = host.to("spyre")
+    ref = host.float().pow(2).mean(-1, keepdim=True)
+    with spyre.use_stack("2026.07"):
+        wrong = _rms_variance(x).cpu().float()
+        few = _rms_variance(x[:32]).cpu().float()  # 32 rows: right
+        plain = x.pow(2).mean(-1, keepdim=True).cpu().float()  # no upcast: right
+    assert (wrong[32:] == 0).all()
+    torch.testing.assert_close(wrong[:32], ref[:32], atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(few, ref[:32], atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(plain, ref, atol=1e-2, rtol=1e-2)
+    with spyre.use_stack("2026.08"):
+        torch.testing.assert_close(_rms_variance(x).cpu().float(), ref, atol=1e-2, rtol=1e-2)
+    assert spyre.telemetry.snapshot()["miscompiles"]["fp32-reduce-rows"]["count"] == 1
+
+
+def test_sdpa_with_a_partial_last_key_stick(spyre: ModuleType) -> None:
+    f = torch.nn.functional.scaled_dot_product_attention
+    q = spyre.round_to_dl16(torch.randn(1, 2, 4, 64, dtype=torch.float16))
+    kv = spyre.round_to_dl16(torch.randn(1, 2, 100, 64, dtype=torch.float16))  # 64 + 36 keys
+    ref = f(q.float(), kv.float(), kv.float())
+    blanked = kv.clone()
+    blanked[..., 64:, :] = 0
+    dq, dkv = q.to("spyre"), kv.to("spyre")
+    wrong = f(dq, dkv, dkv).cpu().float()
+    assert not torch.allclose(wrong, ref, atol=5e-3, rtol=5e-3)
+    torch.testing.assert_close(
+        wrong, f(q.float(), blanked.float(), kv.float()), atol=5e-3, rtol=5e-3
+    )
+    for keys in (64, 128, 40):  # whole sticks, or one partial stick only: right
+        k = spyre.round_to_dl16(torch.randn(1, 2, keys, 64, dtype=torch.float16))
+        dk = k.to("spyre")
+        torch.testing.assert_close(
+            f(dq, dk, dk).cpu().float(), f(q.float(), k.float(), k.float()), atol=5e-3, rtol=5e-3
+        )
+    assert spyre.telemetry.snapshot()["miscompiles"]["sdpa-seq-align"]["count"] == 1
+
+
+def test_packed_qkv_views_read_the_start_of_the_buffer_until_2026_09(spyre: ModuleType) -> None:
+    host = spyre.round_to_dl16(torch.randn(2, 8, 3 * 128, dtype=torch.float16))  # [b, s, 3hd]
+
+    def heads(t: torch.Tensor) -> list[torch.Tensor]:
+        return [p.view(2, 8, 2, 64).transpose(1, 2) for p in t.split(128, dim=-1)]
+
+    q, k, _v = heads(host)
+    ref_k = k.contiguous()
+    dq, dk, _dv = heads(host.to("spyre"))
+    with spyre.use_stack("2026.08"):
+        assert torch.equal(dq.contiguous().cpu(), q.contiguous())  # offset 0: right
+        assert torch.equal(dk.contiguous().cpu(), q.contiguous())  # K reads Q's slice
+        assert torch.equal(host.to("spyre")[:, -1:, :].contiguous().cpu(), host[:, -1:, :])
+    with spyre.use_stack("2026.09"):
+        assert torch.equal(dk.contiguous().cpu(), ref_k)
+    assert spyre.telemetry.snapshot()["miscompiles"]["offset-view-input"]["count"] == 1
+
+
+def test_decode_query_heads_are_mixed_in_2026_07(spyre: ModuleType) -> None:
+    f = torch.nn.functional.scaled_dot_product_attention
+    qh = spyre.round_to_dl16(torch.randn(1, 1, 4, 64, dtype=torch.float16))  # [b, 1, h, d]
+    kv = spyre.round_to_dl16(torch.randn(1, 4, 9, 64, dtype=torch.float16))
+    ref = f(qh.transpose(1, 2).float(), kv.float(), kv.float())
+    q = qh.to("spyre").transpose(1, 2)  # [b, h, 1, d] over a heads-inner buffer
+    dkv = kv.to("spyre")
+    with spyre.use_stack("2026.07"):
+        wrong = f(q, dkv, dkv).cpu().float()
+    assert not torch.allclose(wrong, ref, atol=5e-3, rtol=5e-3)
+    torch.testing.assert_close(
+        wrong, f(qh.transpose(1, 2).flip(1).float(), kv.float(), kv.float()), atol=5e-3, rtol=5e-3
+    )
+    for name in ("2026.06", "2026.08"):
+        with spyre.use_stack(name):
+            torch.testing.assert_close(
+                f(q, dkv, dkv).cpu().float(), ref, atol=5e-3, rtol=5e-3, msg=name
+            )
+    assert spyre.telemetry.snapshot()["miscompiles"]["decode-query-layout"]["count"] == 1
+
+
+def test_scratchpad_broadcast_of_one_reduced_value_in_2026_06_and_2026_07(
+    spyre: ModuleType,
+) -> None:
+    host = spyre.round_to_dl16(torch.rand(1, 1, 4096, dtype=torch.float16) + 0.5)
+    x = host.to("spyre")
+    for name in ("2026.06", "2026.07"):
+        with spyre.use_stack(name):
+            scale = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)  # [1, 1, 1]
+            wrong = (x * scale).cpu()
+        assert (wrong.reshape(-1)[128:] == 0).all(), name  # 64 sticks over 32 cores: 2 each
+        assert (wrong.reshape(-1)[:128] != 0).all(), name
+    for name in ("2026.05", "2026.08"):
+        with spyre.use_stack(name):
+            scale = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+            assert (x * scale).cpu().ne(0).all(), name
+    two_rows = spyre.round_to_dl16(torch.rand(2, 1, 4096, dtype=torch.float16) + 0.5).to("spyre")
+    with spyre.use_stack("2026.07"):
+        scale = torch.rsqrt(two_rows.pow(2).mean(-1, keepdim=True) + 1e-6)  # [2, 1, 1]
+        assert (two_rows * scale).cpu().ne(0).all()
+    assert spyre.telemetry.snapshot()["miscompiles"]["scratchpad-placement"]["count"] == 2
+
+
+def test_broadcast_views_are_no_packed_views(spyre: ModuleType) -> None:
+    # an expanded view has stride-0 dims; a copy of one at an offset is not the packed pattern
+    host = spyre.round_to_dl16(torch.randn(4, 96, dtype=torch.float16))
+    x = host.to("spyre")
+    with spyre.use_stack("2026.08"):
+        row = x[1:2, 32:]  # offset 128: inside the second row of 96
+        assert torch.equal(row.clone().cpu(), host[1:2, :64])  # read from the row start
+        expanded = row.expand(3, 64)  # a stride-0 dim hides the row pitch: not reproduced
+        assert torch.equal(expanded.contiguous().cpu(), host[1:2, 32:].expand(3, 64))
+        assert torch.equal(
+            x[:, None, 0].expand(4, 5).contiguous().cpu(), host[:, None, 0].expand(4, 5)
+        )
+    with spyre.use_stack("2026.09"):
+        assert torch.equal(x[1:2, 32:].clone().cpu(), host[1:2, 32:])

@@ -162,3 +162,40 @@ def test_zero_dim_tensors_round_in_place(spyre: ModuleType) -> None:
     assert scalar.item() == 1.001953125
     finite_min = torch.tensor(torch.finfo(torch.float16).min, dtype=torch.float16, device="spyre")
     assert finite_min.cpu().item() == -65472.0
+
+
+def test_nan_enters_turns_nan_into_minus_inf_in_place() -> None:
+    from spyre_sim.numerics import nan_enters_
+
+    values = torch.tensor([1.0, float("nan"), -2.0, float("nan")], dtype=torch.float16)
+    assert nan_enters_(values) is True
+    assert values.tolist() == [1.0, float("-inf"), -2.0, float("-inf")]
+    clean = torch.tensor([1.0, float("-inf")], dtype=torch.float16)
+    assert nan_enters_(clean) is False
+    assert nan_enters_(torch.tensor([1, 2])) is False  # integers hold no NaN
+
+
+@pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreSimWarning")
+def test_nan_entering_the_device_reads_back_as_minus_inf_at_every_release(
+    spyre: ModuleType,
+) -> None:
+    host = torch.tensor([[1.0, float("nan"), float("-inf")] + [0.0] * 61], dtype=torch.float16)
+    for release in spyre.builtin_catalogue().names:
+        with spyre.use_stack(release):
+            back = host.to("spyre").cpu()
+        assert back[0, 1].item() == float("-inf"), release  # NaN: -inf (#4700)
+        assert back[0, 2].item() == -65472.0, release  # -inf: saturated and held (no-inf)
+    copied = torch.zeros(1, 64, dtype=torch.float16).to("spyre")
+    copied.copy_(host)
+    assert copied.cpu()[0, 1].item() == float("-inf")
+    with spyre.use_stack("2026.08"):  # cos falls back: its NaN result enters the device
+        assert torch.cos(copied).cpu()[0, 1].item() == float("-inf")
+    assert spyre.telemetry.snapshot()["gaps"]["nan-entry"]["count"] >= 9
+    with spyre.configure(numerics=False):
+        assert torch.isnan(host.to("spyre").cpu()[0, 1])  # functional mode keeps NaN
+
+
+@pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreSimWarning")
+def test_nan_computed_on_the_device_stays_nan(spyre: ModuleType) -> None:
+    zeros = torch.zeros(1, 64, dtype=torch.float16).to("spyre")
+    assert torch.isnan((zeros / zeros).cpu()).all()

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from spyre_sim.catalogue import Decision, builtin_catalogue
-from spyre_sim.errors import CatalogueError, SpyreSimError
+from spyre_sim.catalogue import Decision, builtin_catalogue, resolve_upstream
+from spyre_sim.errors import CatalogueError, SpyreSimError, SpyreStackResolutionWarning
 from spyre_sim.stack import current_stack, stack_generation, use_stack
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "releases"
@@ -124,3 +126,72 @@ def test_active_release_is_process_wide() -> None:
     thread.start()
     thread.join()
     assert seen == ["2026.05"]
+
+
+# --------------------------------------------------------------------- upstream versions
+
+
+@pytest.mark.parametrize(
+    ("spec", "name", "kind", "exact"),
+    [
+        ("0.0.1+g8068434", "2026.08", "commit", True),  # torch_spyre.__version__ (#4120)
+        ("0.0.1+g6332f6c", "2026.02", "commit", True),  # a prefix of a listed sha
+        ("release-2026-09-22", "2026.09", "image", True),
+        ("weekly-2026-03-01", "2026.03", "image", True),
+        ("nightly-2026-10-09", "2026.09", "image", False),  # after every modelled state
+    ],
+)
+def test_use_stack_resolves_upstream_versions_and_says_so(
+    spec: str, name: str, kind: str, exact: bool
+) -> None:
+    import spyre_sim.catalogue as catalogue_module
+
+    catalogue_module._WARNED_RESOLUTIONS.discard(spec)  # warned once per process
+    with pytest.warns(SpyreStackResolutionWarning, match=rf"'{re.escape(spec)}'.*{name}"):
+        context = use_stack(spec)
+    assert current_stack().name == name
+    assert context.resolution is not None
+    assert (context.resolution.kind, context.resolution.exact) == (kind, exact)
+    assert context.resolution.release is current_stack()
+    assert name in context.resolution.message
+    assert spec in context.resolution.message
+    if not exact:
+        assert "not modelled" in context.resolution.message
+
+
+def test_a_name_or_file_has_no_resolution() -> None:
+    assert use_stack("2026.05").resolution is None
+    assert use_stack(DATA / "whatif-2026.11.toml").resolution is None
+
+
+def test_the_resolution_warning_is_given_once_per_string() -> None:
+    import spyre_sim.catalogue as catalogue_module
+
+    catalogue_module._WARNED_RESOLUTIONS.discard("release-2026-06-01")
+    with pytest.warns(SpyreStackResolutionWarning):
+        use_stack("release-2026-06-01")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert use_stack("release-2026-06-01").resolution is not None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("0.0.1", r"names no commit"),
+        ("0.0.1+gdeadbee", r"commit deadbee is not one the stack catalogue knows.*8068434"),
+        ("release-0.5", r"carries no date"),
+        ("release-2025-01-01", r"predates every modelled upstream state"),
+        ("nightly-2026-02-30", r"does not carry a valid date"),
+    ],
+)
+def test_unresolvable_upstream_versions_say_why(spec: str, message: str) -> None:
+    before = current_stack()
+    with pytest.raises(SpyreSimError, match=message):
+        use_stack(spec)
+    assert current_stack() is before
+
+
+def test_resolve_upstream_ignores_release_names_and_paths() -> None:
+    assert resolve_upstream("2026.05") is None
+    assert resolve_upstream("mine/2026.11.toml") is None
