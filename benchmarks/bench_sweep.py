@@ -59,13 +59,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=120.0, help="s per (family, release)")
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument(
+        "--testers",
+        type=Path,
+        help="a Transformers test tree: configs and inputs from its model testers "
+        "(scaled to realistic widths unless --tiny)",
+    )
     parser.add_argument("--report", type=Path, nargs="+", help="summarise sweep JSON files")
     args = parser.parse_args(argv)
     if args.report:
         print(markdown_summary(args.report))
         return 0
 
-    families = args.family or candidate_families()
+    if args.testers is not None:
+        from spyre_adapters.testers import test_files
+
+        families = [
+            f for f in test_files(args.testers) if not args.family or f.split("/")[2] in args.family
+        ]
+        preset = "tester" if args.tiny else "tester-scaled"
+    else:
+        families = args.family or candidate_families()
+        preset = "tiny" if args.tiny else "realistic"
     if args.sample:
         step = max(1, len(families) // args.sample)
         families = families[::step][: args.sample]
@@ -77,17 +92,26 @@ def main(argv: list[str] | None = None) -> int:
     report = run_sweep(
         families,
         releases,
-        preset="tiny" if args.tiny else "realistic",
+        preset=preset,
         jobs=args.jobs,
         timeout=args.timeout,
         progress=sys.stderr.isatty(),
         log=log,
+        testers=args.testers,
     )
     wall = time.perf_counter() - start
     (args.out / "sweep.json").write_text(json.dumps(report.to_json(), indent=1), "utf-8")
     write_html(report, args.out / "sweep.html")
     pairs = len(report.results)
-    print(f"families: {len(families)}; releases: {', '.join(releases)}; pairs: {pairs}")
+    unit = "test files" if args.testers is not None else "families"
+    print(
+        f"{unit}: {len(families)}; model types: {len(report.families)}; releases: "
+        f"{', '.join(releases)}; pairs: {pairs}"
+    )
+    print(
+        f"adapters: {len(report.adapters) - len(report.generated)} hand-written, "
+        f"{len(report.generated)} generated"
+    )
     print(
         f"wall: {wall:.1f} s with {args.jobs} workers; mean {report.mean_seconds():.2f} s "
         f"per (family, release) in a worker; {wall / max(pairs, 1):.2f} s wall per pair"
@@ -95,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     for release, counts in report.summary().items():
         print(
             f"{release}: {counts['enabled']} enabled ({counts['native']} native, "
-            f"{counts['adapted']} adapted), {counts['blocked']} blocked, "
+            f"{counts['adapted']} adapted, {counts['adapted_generated']} of them with a "
+            f"generated adapter), {counts['blocked']} blocked, "
             f"{counts['mismatch']} mismatch, {counts['built']} built of {counts['total']}"
         )
     for item in report.top_blockers(10):

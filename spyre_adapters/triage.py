@@ -36,7 +36,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from spyre_adapters.contract import Adapter, ModelEdit
     from spyre_adapters.registry import Registry
     from spyre_sim.catalogue import Release
 
@@ -63,6 +64,7 @@ __all__ = [
     "compare",
     "manifest_skeleton",
     "run_on_device",
+    "step_past",
     "suggest_manifest",
     "triage",
     "triage_family",
@@ -351,8 +353,11 @@ def _prepared_copy(
     registry: Registry | None,
     adapters: bool,
     auto_retire: bool,
-) -> tuple[nn.Module, list[str], dict[str, str]]:
+    extra: Sequence[tuple[str, Adapter]] = (),
+) -> tuple[nn.Module, list[str], dict[str, str], list[ModelEdit]]:
     import torch
+
+    from spyre_adapters.contract import ModelEdit
 
     model = copy.deepcopy(built.model).to(torch.float16)
     names: list[str] = []
@@ -366,7 +371,13 @@ def _prepared_copy(
         at = prepared.release
         not_applied.update(dict.fromkeys(prepared.retired, f"retired at {at}"))
         not_applied.update(dict.fromkeys(prepared.out_of_range, f"out of range at {at}"))
-    return model, names, not_applied
+    edits: list[ModelEdit] = []
+    for label, adapter in extra:
+        edit = ModelEdit(model)
+        edits.append(edit)
+        adapter.apply(model, edit)
+        names.append(label)
+    return model, names, not_applied, edits
 
 
 def run_on_device(
@@ -378,13 +389,24 @@ def run_on_device(
     layout_checks: bool = True,
     list_all_gaps: bool = True,
     auto_retire: bool = True,
+    extra: Sequence[tuple[str, Adapter]] = (),
+    modes: Sequence[AbstractContextManager[Any]] = (),
 ) -> DeviceRun:
     """Run ``built`` on the device at ``release`` (a name, or a release object), in fp16,
     stock or with the adapters resolved by ``registry`` (default: the installed ones), and
-    compare with the CPU reference."""
+    compare with the CPU reference.
+
+    ``extra``: ``(label, adapter)`` pairs applied after the resolved ones (an adapter that is
+    not installed yet, e.g. the op bridges ``spyre-adapters bridge`` is validating), named by
+    their labels in ``adapters``; ``modes``: context managers (torch modes) entered around the
+    device forward only.
+    """
     start = time.perf_counter()
+    edits: list[ModelEdit] = []
     try:
-        model, names, not_applied = _prepared_copy(built, release, registry, adapters, auto_retire)
+        model, names, not_applied, edits = _prepared_copy(
+            built, release, registry, adapters, auto_retire, extra
+        )
     except Exception as exc:
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return DeviceRun(
@@ -393,8 +415,12 @@ def run_on_device(
             seconds=time.perf_counter() - start,
         )
     try:
-        return _device_run(built, model, release, names, not_applied, layout_checks, list_all_gaps)
+        return _device_run(
+            built, model, release, names, not_applied, layout_checks, list_all_gaps, modes
+        )
     finally:
+        for edit in reversed(edits):
+            edit.rollback()
         if adapters:  # adapters may rebind module-level functions: undo before the next run
             from spyre_adapters import restore
 
@@ -409,6 +435,7 @@ def _device_run(
     not_applied: dict[str, str],
     layout_checks: bool,
     list_all_gaps: bool,
+    modes: Sequence[AbstractContextManager[Any]] = (),
 ) -> DeviceRun:
     from spyre_sim import telemetry
 
@@ -418,7 +445,10 @@ def _device_run(
     with _device_mode(release, layout_checks), telemetry.record() as recording:
         try:
             model.to("spyre")
-            output = built.run(model, "spyre").cpu().float()
+            with ExitStack() as entered:
+                for mode in modes:
+                    entered.enter_context(mode)
+                output = built.run(model, "spyre").cpu().float()
         except Exception as exc:
             error = _error_of(exc)
     snapshot: dict[str, Any] = recording.snapshot
@@ -440,7 +470,7 @@ def _device_run(
     return run
 
 
-def _past(release: Release, error: RunError, layout: bool) -> Release:
+def step_past(release: Release, error: RunError, layout: bool) -> Release:
     """``release`` with the gap of ``error`` turned into a host fallback (op rules) or switched
     off (layout rules), so a triage run can continue past it and meet the next gap."""
     import dataclasses
@@ -493,7 +523,7 @@ def _all_gaps(
     complete = False
     last_exc: BaseException | None = None
     for _ in range(MAX_GAPS_LISTED):
-        current = _past(current, raised[-1], raised[-1].type == "SpyreLayoutError")
+        current = step_past(current, raised[-1], raised[-1].type == "SpyreLayoutError")
         with _device_mode(current, layout_checks), telemetry.record() as recording:
             try:
                 model.to("spyre")
