@@ -12,6 +12,8 @@ families the loop made run and match the CPU with that op bridged.
 
     python .ci/generate_bridges.py --sweep sweep-out/sweep.json --stack 2026.05 --stack 2026.09
     python .ci/generate_bridges.py --family olmoe --family t5 --stack 2026.09 --dry-run
+    python .ci/generate_bridges.py --sweep S.json --stack 2026.09 --save loops/ --dry-run
+    python .ci/generate_bridges.py --load loops/ --load more-loops/   # plan and write only
 
 A version recorded as released (``manifests/released.sha256``) is never rewritten.
 """
@@ -49,7 +51,7 @@ def _families(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     from spyre_adapters._isolation import run_isolated
-    from spyre_adapters.bridge import bridge_worker
+    from spyre_adapters.bridge import bridge_worker, load_samples
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", type=Path, help="a sweep JSON: its non-enabled families")
@@ -58,8 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=600.0, help="s per family")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
-    parser.add_argument("--json", type=Path, help="save every loop result here")
+    parser.add_argument(
+        "--save", type=Path, help="save the loop results and captured samples in this folder"
+    )
+    parser.add_argument(
+        "--load",
+        type=Path,
+        action="append",
+        help="plan and write from folders written by --save instead of running loops",
+    )
     args = parser.parse_args(argv)
+    if args.load:
+        rows, samples = _load(args.load)
+        return write(rows, samples, dry_run=args.dry_run)
     if not args.family and args.sweep is None:
         parser.error("give --sweep or --family")
     families = _families(args)
@@ -81,11 +94,13 @@ def main(argv: list[str] | None = None) -> int:
             family = futures[future]
             outcome = future.result()
             if outcome.status != "ok":
-                print(f"[{count}/{len(families)}] {family}: worker {outcome.status}", file=sys.stderr)
+                print(
+                    f"[{count}/{len(families)}] {family}: worker {outcome.status}", file=sys.stderr
+                )
                 continue
-            for result, captured in outcome.value:
+            for result, data in outcome.value:
                 rows.append(result)
-                for op, found in captured.items():
+                for op, found in load_samples(data).items():
                     samples.setdefault(op, []).extend(found)
                 print(
                     f"[{count}/{len(families)}] {family} {result['release']}: "
@@ -93,9 +108,25 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
     print(f"loops: {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    if args.json is not None:
-        args.json.write_text(json.dumps(rows, indent=1), "utf-8")
+    if args.save is not None:
+        import torch
+
+        args.save.mkdir(parents=True, exist_ok=True)
+        (args.save / "rows.json").write_text(json.dumps(rows, indent=1), "utf-8")
+        torch.save(samples, args.save / "samples.pt")
     return write(rows, samples, dry_run=args.dry_run)
+
+
+def _load(folders: list[Path]) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
+    import torch
+
+    rows: list[dict[str, Any]] = []
+    samples: dict[str, list[Any]] = {}
+    for folder in folders:
+        rows.extend(json.loads((folder / "rows.json").read_text("utf-8")))
+        for op, found in torch.load(folder / "samples.pt", weights_only=False).items():
+            samples.setdefault(op, []).extend(found)
+    return rows, samples
 
 
 def _pick(found: list[Any]) -> list[Any]:
@@ -113,14 +144,15 @@ def write(rows: list[dict[str, Any]], samples: dict[str, list[Any]], *, dry_run:
     catalogue = default_catalogue()
     releases = [spyre_sim.resolve_stack(r.name) for r in catalogue.releases]
     gaps: dict[str, str] = {}
-    families: dict[str, set[str]] = {}
+    families: dict[str, dict[str, list[str]]] = {}  # op -> release -> families verified
     for row in rows:
         for item in row["bridged"]:
             if item["adapter"] is None:
                 gaps.setdefault(item["op"], item["gap"])
         if row["outcome"] == "bridged":
             for op in row["table"]:
-                families.setdefault(op, set()).add(row["family"])
+                at = families.setdefault(op, {}).setdefault(row["release"], [])
+                at.append(row["family"])
     versions = []
     for op in sorted(samples):
         if not families.get(op):
@@ -128,8 +160,7 @@ def write(rows: list[dict[str, Any]], samples: dict[str, list[Any]], *, dry_run:
             continue
         plans, failed = plan_versions(op, _pick(samples[op]), releases)
         made = versions_of(
-            op, gaps[op], is_lasting(catalogue, gaps[op]), plans, sorted(families.get(op, ())),
-            catalogue,
+            op, gaps[op], is_lasting(catalogue, gaps[op]), plans, families[op], catalogue
         )
         for version in made:
             print(

@@ -57,6 +57,7 @@ __all__ = [
     "bridge_worker",
     "choose_candidate",
     "installed_bridges",
+    "load_samples",
     "without_generated",
 ]
 
@@ -103,7 +104,8 @@ class BridgedOp:
 @dataclass(frozen=True)
 class Unbridged:
     """What stopped the family and could not be bridged. ``why``: ``layout`` (a layout rule:
-    padding adapters, not an op's form, answer it), ``outside-model-scope`` (the op ran in the
+    adapters that change the model's layout, not an op's form, answer it), ``view`` (the op
+    returns a view: another form would be a copy), ``outside-model-scope`` (the op ran in the
     harness), ``not-an-op-call`` (a storage rule met while moving a tensor), ``no-candidate``
     (every candidate failed: ``verdicts`` says how), ``device-error`` (not a lowering error)."""
 
@@ -244,6 +246,10 @@ def choose_candidate(
     return verdicts
 
 
+def _written(op: OpOverload) -> bool:
+    return any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
+
+
 # -- the loop ----------------------------------------------------------------------------------
 
 
@@ -257,7 +263,6 @@ def bridge_family(
 ) -> BridgeResult:
     """Run the bridge loop (see the module docstring) for an already built family."""
     import spyre_sim
-
     from spyre_adapters import default_registry
 
     start = time.perf_counter()
@@ -338,8 +343,9 @@ def _handle(
                 error.op,
                 error.module_path,
                 "layout",
-                f"a layout rule of the device (gap `{error.gap}`), not an op's form: "
-                "a padding adapter must bridge it",
+                f"a layout rule of the device (gap `{error.gap}`), which the form of a single "
+                "op does not change: an adapter that changes the model's layout (padding, "
+                "split projections) must bridge it",
             )
         )
         return False
@@ -385,6 +391,18 @@ def _handle(
         overload = resolve_op(op)
     except ValueError as exc:
         unbridged.append(Unbridged(error.gap, op, error.module_path, "no-candidate", str(exc)))
+        return False
+    if any(r.alias_info is not None for r in overload._schema.returns) and not _written(overload):
+        unbridged.append(
+            Unbridged(
+                error.gap,
+                op,
+                error.module_path,
+                "view",
+                f"{op} returns a view of its input: computed in another form it would be a "
+                "copy, and writes through the view would be lost",
+            )
+        )
         return False
     verdicts = choose_candidate(overload, [sample], target, layout_checks=layout_checks)
     if verdicts and verdicts[-1].holds:
@@ -488,10 +506,12 @@ def without_generated(registry: Registry) -> Registry:
 
 def bridge_worker(
     family: str, releases: list[str], preset: str, layout_checks: bool, fresh: bool
-) -> list[tuple[dict[str, Any], dict[str, list[Sample]]]]:
+) -> list[tuple[dict[str, Any], bytes]]:
     """The work of one isolated worker: build ``family`` and run :func:`bridge_family` at each
     release (``fresh``: without the installed generated adapters). Returns, per release, the
-    result as JSON and the captured samples of each op bridged here."""
+    result as JSON and the captured samples of each op bridged here, ``{op: [Sample]}``
+    serialised with ``torch.save`` (read them with :func:`load_samples`: tensors sent between
+    processes otherwise need the sending process alive)."""
     import torch
     import transformers
 
@@ -510,7 +530,7 @@ def bridge_worker(
         return [
             (
                 BridgeResult(family, r, preset, "build-failed", str(exc)).to_json(),
-                {},
+                _dump({}),
             )
             for r in releases
         ]
@@ -518,5 +538,25 @@ def bridge_worker(
     for release in releases:
         result = bridge_family(built, release, registry=registry, layout_checks=layout_checks)
         samples = {b.op: list(b.captured) for b in result.bridged if b.adapter is None}
-        out.append((result.to_json(), samples))
+        out.append((result.to_json(), _dump(samples)))
     return out
+
+
+def _dump(samples: dict[str, list[Sample]]) -> bytes:
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(samples, buffer)
+    return buffer.getvalue()
+
+
+def load_samples(data: bytes) -> dict[str, list[Sample]]:
+    """The samples :func:`bridge_worker` returns, read back."""
+    import io
+
+    import torch
+
+    loaded: dict[str, list[Sample]] = torch.load(io.BytesIO(data), weights_only=False)
+    return loaded

@@ -172,7 +172,7 @@ def versions_of(
     gap: str,
     lasting: bool,
     plans: Sequence[VersionPlan],
-    families: Sequence[str],
+    families: Mapping[str, Sequence[str]],
     catalogue: CatalogueLike,
     *,
     first_version: str = "1.0.0",
@@ -180,7 +180,8 @@ def versions_of(
 ) -> list[GeneratedBridge]:
     """The adapter versions of ``plans`` (oldest releases first: 1.0.0, 1.1.0, ...). Each
     version's ``stacks`` starts at its first release and, unless it is the last plan, ends
-    before the next plan's first release."""
+    before the next plan's first release. ``families`` maps a release to the families that
+    ran and matched the CPU there with the op bridged; a version lists those of its releases."""
     names = [r.name for r in catalogue.releases]
     major, minor, _patch = (int(p) for p in first_version.split("."))
     out = []
@@ -209,7 +210,7 @@ def versions_of(
                 candidate=plan.candidate,
                 releases=plan.releases,
                 stacks=stacks,
-                families=tuple(sorted(set(families))),
+                families=tuple(sorted({f for r in plan.releases for f in families.get(r, ())})),
                 checked=tuple(checked[:MAX_CHECKED]),
                 package=package,
             )
@@ -291,9 +292,7 @@ def _released(record: Path) -> set[tuple[str, str]]:
     return found
 
 
-def write_builtin(
-    bridges: Sequence[GeneratedBridge], manifests: Path, library: Path
-) -> list[Path]:
+def write_builtin(bridges: Sequence[GeneratedBridge], manifests: Path, library: Path) -> list[Path]:
     """Write each version's manifest under ``manifests/<name>/<version>.toml`` and module under
     ``library/<module>.py``. A version recorded in ``manifests/released.sha256`` is never
     rewritten with other content (a released version is immutable): that raises
@@ -422,9 +421,7 @@ def package_files(
     for bridge in bridges:
         files[f"{source}/manifests/{bridge.name}/{bridge.version}.toml"] = manifest_text(bridge)
         files[f"{source}/{bridge.module}.py"] = module_text(bridge)
-    imports = "\n".join(
-        f"from {package}.{b.module} import adapter as {b.module}" for b in bridges
-    )
+    imports = "\n".join(f"from {package}.{b.module} import adapter as {b.module}" for b in bridges)
     adapters = ", ".join(f"{json.dumps(b.name + ' ' + b.version)}: {b.module}" for b in bridges)
     families = sorted({f for b in bridges for f in b.families} | {family})
     files[f"tests/test_{package}.py"] = _TEST.format(

@@ -376,7 +376,9 @@ def parse_manifest(
         if isinstance(data["generated"], bool):
             generated = data["generated"]
         else:
-            check.problem("generated", f"expected true or false, got {_describe(data['generated'])}")
+            check.problem(
+                "generated", f"expected true or false, got {_describe(data['generated'])}"
+            )
     bridges = _bridges(check, data, gaps, stacks, catalogue)
     if generated and "bridges" not in data:
         check.problem(
@@ -457,7 +459,9 @@ def _bridges(
         problems_before = len(check.problems)
         for name in table:
             if name not in _BRIDGE_KEYS:
-                check.problem(f"{key}.{name}", f"unknown key; known keys: {', '.join(_BRIDGE_KEYS)}")
+                check.problem(
+                    f"{key}.{name}", f"unknown key; known keys: {', '.join(_BRIDGE_KEYS)}"
+                )
         for name in _BRIDGE_KEYS:
             if name not in table:
                 check.problem(f"{key}.{name}", "required key is missing")
@@ -494,8 +498,10 @@ def _bridges(
         for problem in sub.problems:
             check.problem(f"{key}.{problem.key}", problem.message)
         if len(check.problems) == problems_before:
-            assert candidate is not None and gap is not None
-            assert validated is not None and checked is not None
+            assert candidate is not None
+            assert gap is not None
+            assert validated is not None
+            assert checked is not None
             found.append(Bridge(op, candidate, gap, tuple(validated), tuple(checked)))
     if gaps is not None and found and len(found) == len(tables):
         named = {b.gap for b in found}
@@ -574,9 +580,7 @@ def _check_gaps(
         )
 
 
-def _check_entry_point(
-    check: _Checker, entry_point: str, bridges: Sequence[Bridge] = ()
-) -> None:
+def _check_entry_point(check: _Checker, entry_point: str, bridges: Sequence[Bridge] = ()) -> None:
     from spyre_adapters.contract import Adapter  # imports torch: only when validating
 
     try:

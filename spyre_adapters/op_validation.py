@@ -312,8 +312,8 @@ def _stored_like_device(value: torch.Tensor) -> torch.Tensor:
 
 def _differ(expected: Any, got: Any) -> str | None:
     """Why ``got`` (device result, on the CPU) differs from ``expected``, or ``None``."""
-    want, want_spec = tree_flatten(expected)
-    have, have_spec = tree_flatten(got)
+    want, _ = tree_flatten(expected)
+    have, _ = tree_flatten(got)
     if len(want) != len(have):
         return f"{len(have)} results where the CPU gives {len(want)}"
     for index, (a, b) in enumerate(zip(want, have, strict=True)):

@@ -164,8 +164,7 @@ def tester_worker(
     if not entries:
         text = f"{file}: no model tester of the file can be made"
         return [
-            TriageResult(folder, r, preset, Category.BUILD_FAILED, text).to_json()
-            for r in releases
+            TriageResult(folder, r, preset, Category.BUILD_FAILED, text).to_json() for r in releases
         ]
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -196,6 +195,29 @@ def tester_worker(
     return out
 
 
+#: The test tree's shared modules every tester file imports (about a minute of imports):
+#: imported once in the fork server workers start from.
+_TESTER_PRELOAD = (
+    "tests.test_modeling_common",
+    "tests.causal_lm_tester",
+    "tests.vlm_tester",
+    "tests.alm_tester",
+    "tests.multimodal_tester",
+)
+
+
+def tester_context(tree: Path) -> Any:
+    """The multiprocessing context of tester workers: a fork server that has imported the
+    test tree's shared modules too (the tree goes first on ``sys.path``)."""
+    from spyre_adapters._isolation import _PRELOAD, isolation_context
+    from spyre_adapters.testers import prepared_tree
+
+    root = str(prepared_tree(tree))
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return isolation_context((*_PRELOAD, *_TESTER_PRELOAD))
+
+
 def isolated_triage(
     family: str,
     releases: Sequence[str],
@@ -216,6 +238,7 @@ def isolated_triage(
             tester_worker,
             (family, list(releases), preset, layout_checks, str(testers)),
             timeout=limit,
+            context=tester_context(testers),
         )
         if outcome.status != "ok":
             family = Path(family).parent.name
@@ -456,9 +479,7 @@ def run_sweep(
     return report
 
 
-def _once_per_type(
-    units: Sequence[str], done: dict[str, list[TriageResult]]
-) -> list[TriageResult]:
+def _once_per_type(units: Sequence[str], done: dict[str, list[TriageResult]]) -> list[TriageResult]:
     """Each model type's rows once: from the first unit (test file) that built it, else from
     the first unit that tried."""
     groups: dict[str, list[list[TriageResult]]] = {}

@@ -23,6 +23,7 @@ after the model type first, then the files that name the type's config class.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import inspect
 import sys
@@ -150,8 +151,10 @@ def _make(test_class: type[unittest.TestCase]) -> tuple[Any, dict[str, Any], tup
     if tester is None or not hasattr(tester, "prepare_config_and_inputs_for_common"):
         raise LookupError(f"{test_class.__name__}.setUp() makes no model tester")
     config, inputs = tester.prepare_config_and_inputs_for_common()
-    listed = getattr(case, "all_model_classes", None) or getattr(tester, "all_model_classes", ())
-    classes = tuple(c for c in listed if isinstance(c, type))
+    listed: Any = getattr(case, "all_model_classes", None) or getattr(
+        tester, "all_model_classes", None
+    )
+    classes = tuple(c for c in listed or () if isinstance(c, type))
     return config, dict(inputs), classes
 
 
@@ -169,7 +172,9 @@ def testers_in_file(tree: Path, relative: str) -> list[TesterEntry]:
         if not isinstance(model_type, str) or not model_type:
             continue
         entries.append(
-            TesterEntry(model_type, relative, test_class.__name__, lambda c=test_class: _make(c))
+            TesterEntry(
+                model_type, relative, test_class.__name__, functools.partial(_make, test_class)
+            )
         )
     return entries
 
@@ -205,9 +210,13 @@ def _model_class(config: Any, classes: tuple[type, ...]) -> tuple[type, str]:
         MODEL_MAPPING,
     )
 
-    for mapping, kind in ((MODEL_FOR_CAUSAL_LM_MAPPING, "causal-lm"), (MODEL_MAPPING, "base")):
+    mappings: tuple[tuple[Any, str], ...] = (
+        (MODEL_FOR_CAUSAL_LM_MAPPING, "causal-lm"),
+        (MODEL_MAPPING, "base"),
+    )
+    for mapping, kind in mappings:
         try:
-            wanted = mapping[type(config)]
+            wanted: type = mapping[type(config)]
         except (KeyError, ValueError, ImportError):
             continue
         if wanted in classes:

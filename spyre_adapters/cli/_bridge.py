@@ -113,9 +113,7 @@ def _tables(result: BridgeResult) -> list[TableData]:
         rows=[[result.outcome, result.detail]],
         caption=f"{result.rounds} run(s), {result.seconds:.1f} s",
     )
-    ops = TableData(
-        "Ops bridged", ["op", "gap", "module path", "candidate", "checks", "adapter"]
-    )
+    ops = TableData("Ops bridged", ["op", "gap", "module path", "candidate", "checks", "adapter"])
     tried = TableData("Candidates tried", ["op", "candidate", "holds", "why not"])
     for item in result.bridged:
         last = item.verdicts[-1] if item.verdicts else None
@@ -164,7 +162,7 @@ def generated_versions(
         if item.adapter is not None:
             continue
         plans, _failed = plan_versions(item.op, list(item.captured), releases)
-        families = [result.family] if result.enabled else []
+        families = {result.release: [result.family]} if result.enabled else {}
         out.extend(
             versions_of(
                 item.op,

@@ -94,7 +94,9 @@ def grouped_mm(
     rows = torch.arange(values.shape[0], device=values.device)
     ends = offs.to(rows.dtype)
     starts = torch.cat([ends.new_zeros(1), ends[:-1]])
-    own = torch.where(rows.unsqueeze(0) >= starts.unsqueeze(1), rows.unsqueeze(0) < ends.unsqueeze(1), False)
+    own = torch.where(
+        rows.unsqueeze(0) >= starts.unsqueeze(1), rows.unsqueeze(0) < ends.unsqueeze(1), False
+    )
     picked = torch.where(own.unsqueeze(-1), every, every.new_zeros(()))
     out = picked.sum(0)
     return out if out_dtype is None or out.dtype == out_dtype else out.to(out_dtype)

@@ -22,6 +22,9 @@ every other op alone. The candidates, in the order ``spyre-adapters bridge`` tri
   kernels), it runs at the nearest wider dtype and its results are cast back
   (:func:`cpu_call`), which is what the same op computes on an accelerator that has it.
 
+A call that asks for its result on another device (``x.to("cpu")``: ``aten._to_copy`` with a
+``device``) is a transfer and is never bridged.
+
 Every op a decomposition, reference or rewrite issues reaches the device and is judged by the
 release like any other op; one that is itself in the table is computed with its own candidate
 (so ``nll_loss`` may decompose into a ``gather`` that runs on the host). Which candidate
@@ -291,6 +294,16 @@ def candidate(op: OpOverload, name: str) -> Impl:
     return CANDIDATES[name]
 
 
+def _moves(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """The call asks for its result on another device (``x.to("cpu")`` is ``aten._to_copy``
+    with ``device=cpu``): a transfer, never bridged (its result must land where it is asked)."""
+    wanted = kwargs.get("device")
+    if wanted is None:
+        return False
+    device = _device_of(args, {})
+    return device is None or torch.device(wanted).type != device.type
+
+
 @contextmanager
 def observe(observer: Observer) -> Iterator[None]:
     """Call ``observer(op, args, kwargs)`` before each bridged call while the block runs."""
@@ -316,7 +329,7 @@ class BridgeMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs: Mapping[str, Any] | None = None,
     ) -> Any:
         impl = self.table.get(func)
-        if impl is None:
+        if impl is None or _moves(args, kwargs or {}):
             return func(*args, **(kwargs or {}))
         for observer in list(_observers):
             observer(func, args, kwargs or {})

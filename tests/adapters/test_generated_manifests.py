@@ -7,8 +7,6 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from spyre_adapters import Lifecycle, Registry, Status
 from spyre_adapters.manifest import Manifest, parse_manifest
 from spyre_adapters.stacks import default_catalogue
@@ -51,7 +49,11 @@ def test_a_generated_manifest_reads_into_bridges() -> None:
     assert manifest is not None
     assert manifest.generated
     (bridge,) = manifest.bridges
-    assert (bridge.op, bridge.candidate, bridge.gap) == ("aten.histc.default", "rewrite", "unlowered-op")
+    assert (bridge.op, bridge.candidate, bridge.gap) == (
+        "aten.histc.default",
+        "rewrite",
+        "unlowered-op",
+    )
     assert bridge.releases == ("2026.05", "2026.09")
 
 

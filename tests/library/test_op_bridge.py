@@ -12,8 +12,8 @@ import torch
 
 from spyre_adapters.contract import ModelEdit
 from spyre_adapters.library import op_bridge
-from spyre_adapters.library._scoped_modes import enabled
 from spyre_adapters.library._op_rewrites import REWRITES
+from spyre_adapters.library._scoped_modes import enabled
 from spyre_adapters.library.op_bridge import (
     CANDIDATES,
     OpBridge,

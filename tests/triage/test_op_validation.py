@@ -29,7 +29,10 @@ def test_a_decomposition_that_holds_holds_on_every_variant() -> None:
         "sizes + 1",
         "bfloat16",
     ]
-    assert [c.signature for c in verdict.checks][3:5] == ["float16[4, 16, 128]", "float16[3, 9, 65]"]
+    assert [c.signature for c in verdict.checks][3:5] == [
+        "float16[4, 16, 128]",
+        "float16[3, 9, 65]",
+    ]
 
 
 def test_a_candidate_that_raises_at_the_release_is_rejected() -> None:
