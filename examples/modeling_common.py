@@ -17,8 +17,11 @@ ATOL = 5e-3
 
 
 def ids_tensor(shape: list[int], vocab_size: int, seed: int = 0) -> torch.Tensor:
+    """Random token ids built on the device, the way Transformers' own ``ids_tensor`` does
+    (a flat tensor on ``torch_device``, then viewed to the shape): the harness's own work."""
     generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab_size, shape, generator=generator).to(torch_device)
+    values = torch.randint(0, vocab_size, (int(torch.tensor(shape).prod()),), generator=generator)
+    return torch.tensor(values.tolist(), dtype=torch.long, device=torch_device).view(shape)
 
 
 class ModelTester:
@@ -92,9 +95,7 @@ class ModelTesterMixin:
         with torch.no_grad():
             first = model(**inputs).logits.cpu()
         with tempfile.TemporaryDirectory() as directory:
-            # the device holds no host storage to serialise: save from the host, as one does
-            # for any accelerator checkpoint
-            model.to("cpu").save_pretrained(directory)
+            model.save_pretrained(directory)  # straight from the device
             reloaded: Any = type(model).from_pretrained(directory)
         reloaded.to(torch_device)
         reloaded.eval()

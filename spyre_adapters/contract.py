@@ -31,6 +31,7 @@ whether it matches a model and how to change it.
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -75,10 +76,12 @@ class ModelEdit:
     model: nn.Module
     _changes: list[_Change] = field(default_factory=list)
     touched: list[str] = field(default_factory=list)
+    _touched: set[str] = field(default_factory=set, repr=False)
 
     # -- recording -------------------------------------------------------------------------
     def _touch(self, path: str) -> None:
-        if path not in self.touched:
+        if path not in self._touched:
+            self._touched.add(path)
             self.touched.append(path)
 
     def _resolve_parent(self, path: str) -> tuple[nn.Module, str]:
@@ -107,8 +110,12 @@ class ModelEdit:
         self._touch(path)
         return old
 
-    def set_attr(self, module: nn.Module, name: str, value: Any) -> None:
-        """Set ``module.name = value`` (a plain attribute, buffer, parameter or submodule)."""
+    def set_attr(
+        self, module: nn.Module, name: str, value: Any, *, path: str | None = None
+    ) -> None:
+        """Set ``module.name = value`` (a plain attribute, buffer, parameter or submodule).
+        ``path``: the module's dotted path when the caller knows it (saves a search of the
+        model: an edit of every module is then linear in the model's size)."""
         old = module.__dict__.get(name, _MISSING)
         for store in ("_parameters", "_buffers", "_modules"):
             table = module.__dict__.get(store, {})
@@ -125,11 +132,19 @@ class ModelEdit:
             module._buffers[name] = value
         else:
             setattr(module, name, value)
-        self._touch(self.path_of(module))
+        self._touch(self.path_of(module) if path is None else path)
 
     def bind_forward(self, module: nn.Module, forward: Callable[..., Any]) -> None:
-        """Make ``forward(module, *args, **kwargs)`` the forward of this one instance."""
-        self.set_attr(module, "forward", types.MethodType(forward, module))
+        """Make ``forward(module, *args, **kwargs)`` the forward of this one instance.
+
+        The bound forward shows the signature of the forward it replaces
+        (``inspect.signature(model.forward)`` is part of a model's public surface: test suites
+        and Transformers itself read it), whatever parameters ``forward`` declares."""
+        stock = _unbound(module.forward)
+        shown = forward
+        if stock is not None and isinstance(forward, types.FunctionType):
+            shown = _with_signature(forward, inspect.signature(stock))
+        self.set_attr(module, "forward", types.MethodType(shown, module))
 
     # -- undo -----------------------------------------------------------------------------------
     def rollback(self) -> None:
@@ -138,12 +153,33 @@ class ModelEdit:
             change = self._changes.pop()
             _restore(change)
         self.touched.clear()
+        self._touched.clear()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.touched)
 
     def __len__(self) -> int:
         return len(self._changes)
+
+
+def _unbound(forward: Any) -> Callable[..., Any] | None:
+    """The function behind a module's (bound) forward, taking ``self`` first."""
+    fn = getattr(forward, "__func__", None)
+    return fn if callable(fn) else None
+
+
+def _with_signature(fn: types.FunctionType, signature: inspect.Signature) -> types.FunctionType:
+    """A copy of ``fn`` that reports ``signature`` (the original is left untouched: it may be
+    bound to other modules too)."""
+    copy = types.FunctionType(
+        fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__dict__.update(fn.__dict__)
+    copy.__qualname__ = fn.__qualname__
+    copy.__doc__ = fn.__doc__
+    copy.__signature__ = signature  # type: ignore[attr-defined]
+    return copy
 
 
 def _restore(change: _Change) -> None:

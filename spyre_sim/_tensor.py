@@ -50,6 +50,11 @@ _STORE_AS: dict[torch.dtype, torch.dtype] = {
     torch.int64: torch.int32,
 }
 _warned_dtypes: set[torch.dtype] = set()
+
+#: Attribute of a device tensor made by a cast to float32/float64: the device stores its values
+#: as DL16 (fp16), and moving it to the host gives them in the dtype cast to, so the common
+#: ``out.float().cpu()`` comparison idiom sees float32 (the DL16 values, widened exactly).
+READS_AS = "_spyre_reads_as"
 _warned_fallbacks: set[str] = set()
 
 
@@ -274,6 +279,14 @@ def _raise_gap(
     raise _make_error(release, op, gap, reason, [(t.dtype, tuple(t.shape)) for t in tensors], cls)
 
 
+def _training_step(model: torch.nn.Module | None) -> bool:
+    """A training step runs: gradients on, the model in training mode with trainable
+    parameters (a fresh module that was never put in eval mode but trains nothing is not)."""
+    if model is None or not model.training or not torch.is_grad_enabled():
+        return False
+    return any(p.requires_grad for p in model.parameters())
+
+
 def _make_error(
     release: Release,
     op: str,
@@ -281,12 +294,17 @@ def _make_error(
     reason: str,
     sig: Sequence[tuple[torch.dtype, tuple[int, ...]]],
     cls: type[SpyreLoweringError],
+    *,
+    op_rule: bool = False,
 ) -> SpyreLoweringError:
+    """The error for ``op`` refused at ``release``; ``op_rule``: the op's own catalogue rule
+    refused it (so where the op first runs at all is worth saying), not a layout or
+    capability rule."""
     catalogue = catalogue_for(release)
     closes_in = catalogue.first_closing(gap, release.name)
     lasting = catalogue.gap(gap).lasting
     runs_from = None
-    if cls is SpyreLoweringError and op.count(".") >= 2:  # a missing kernel, not a layout rule
+    if op_rule and op.count(".") >= 2:
         packet, _, overload = op.rpartition(".")
         runs_from = catalogue.first_running(packet, release.name, overload)
     path = _modules.current_module_path()
@@ -304,7 +322,7 @@ def _make_error(
         lasting=lasting,
         module_path=path,
         runs_from=runs_from,
-        in_training=torch.is_grad_enabled() and model is not None and model.training,
+        in_training=_training_step(model),
     )
     hints.provide(error, model)
     return error
@@ -516,7 +534,7 @@ _ROUNDS_ITSELF = frozenset({"aten._to_copy.default", "aten.resize_.default"})
 class _Verdict:
     """The cached outcome of deciding one op call."""
 
-    __slots__ = ("decision", "decompose", "error", "gap", "miscompiles", "value")
+    __slots__ = ("by_op_rule", "decision", "decompose", "error", "gap", "miscompiles", "value")
 
     def __init__(
         self,
@@ -531,6 +549,7 @@ class _Verdict:
         self.error = error  # (gap, reason, class)
         self.miscompiles = miscompiles
         self.decompose = False  # run the op's CompositeImplicit decomposition instead
+        self.by_op_rule = False  # the error is the op's own rule (not a layout/capability rule)
 
 
 # --- the hot path ---------------------------------------------------------------------------
@@ -617,7 +636,8 @@ def _run(
     if verdict.error is not None:
         gap, reason, cls = verdict.error
         sig2 = [(h.dtype, tuple(h.shape)) for h in _host_tensors(hargs)]
-        raise _make_error(current_stack(), info.name, gap, reason, sig2, cls)
+        raise _make_error(current_stack(), info.name, gap, reason, sig2, cls,
+                          op_rule=verdict.decision is Decision.UNSUPPORTED and verdict.by_op_rule)  # fmt: skip
 
     if verdict.decompose:
         # a composite op that reached the device whole (e.g. under inference_mode): its
@@ -763,7 +783,9 @@ def _decide(info: _OpInfo, hargs: Sequence[Any], hkwargs: dict[str, Any]) -> _Ve
         reason = "the release has no kernel, decomposition or fallback for it"
         if rule.note:
             reason += f" ({rule.note})"
-        return _Verdict(decision, gap, (gap, reason, SpyreLoweringError))
+        verdict = _Verdict(decision, gap, (gap, reason, SpyreLoweringError))
+        verdict.by_op_rule = True
+        return verdict
     if decision is Decision.FALLBACK:
         return _Verdict(decision, rule.gap)
     for r in layout.active_rules(release, info.packet, settings.layout_checks):
@@ -934,14 +956,17 @@ def _special(func: OpOverload, info: _OpInfo, args: Sequence[Any], kwargs: dict[
             h = x._host
             telemetry.count_transfer(False, _nbytes(h))
             hk = {k: v for k, v in kwargs.items() if k != "device"}
+            reads_as = getattr(x, READS_AS, None)
+            if reads_as is not None and hk.get("dtype") in (None, x.dtype):  # .cpu() names x.dtype
+                hk["dtype"] = reads_as
             return func(h, **hk)
         if type(x) is not SpyreTensor:  # host tensor with device=spyre: a transfer
             return host_to_device(x if "dtype" not in kwargs else x.to(kwargs["dtype"]))
         dtype = kwargs.get("dtype")
-        if dtype is None or dtype is x.dtype:
-            # same-dtype copy on the device
-            return _run(func, info, args, kwargs)
-        return _run(func, info, args, kwargs)
+        out = _run(func, info, args, kwargs)
+        if dtype in _FLOAT_WIDE and type(out) is SpyreTensor and out.dtype is not dtype:
+            setattr(out, READS_AS, dtype)  # stored as DL16, read back as the dtype cast to
+        return out
     if kind == "copy":
         dst, src = args[0], args[1]
         dst_dev, src_dev = type(dst) is SpyreTensor, type(src) is SpyreTensor

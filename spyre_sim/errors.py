@@ -42,8 +42,8 @@ class SpyreLoweringError(SpyreSimError, RuntimeError):
     - ``reason``: the rule that failed, in words;
     - ``hints``: extra remedies added by layers above (e.g. the adapter that bridges the gap);
     - ``in_training``: raised in a training step: gradients enabled and the running model in
-      training mode (the device is inference-only; such a stop is out of scope, not a gap of
-      inference).
+      training mode with trainable parameters (the device is inference-only; such a stop is
+      out of scope, not a gap of inference).
     """
 
     def __init__(

@@ -82,6 +82,11 @@ def miscompiles_for(packet: str) -> tuple[Miscompile, ...]:
     return tuple(_BY_PACKET.get(packet, ()))
 
 
+def registered() -> tuple[Miscompile, ...]:
+    """Every registered reproduction."""
+    return tuple(m for found in _BY_PACKET.values() for m in found)
+
+
 def _host(t: Any) -> Any:
     return getattr(t, "_host", t)
 

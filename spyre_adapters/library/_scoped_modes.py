@@ -52,10 +52,10 @@ def enable(model: nn.Module, edit: Any, kind: str, settings: frozenset[Any]) -> 
     if kind not in _factories:
         raise ValueError(f"unknown scoped mode kind {kind!r}; known: {sorted(_factories)}")
     install_hooks()
-    for module in model.modules():
+    for path, module in model.named_modules():
         current = dict(enabled(module))
         current[kind] = current.get(kind, frozenset()) | settings
-        edit.set_attr(module, MARKER, current)
+        edit.set_attr(module, MARKER, current, path=path)
 
 
 def _enter(module: nn.Module, args: Any) -> None:

@@ -37,6 +37,7 @@ when it ends; ``restore`` removes it with the rest of the edit.
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -104,11 +105,42 @@ def _pad_rows(w: torch.Tensor, height: int) -> torch.Tensor:
     return torch.cat([w, w.new_zeros((*w.shape[:-2], extra, w.shape[-1]))], dim=-2)
 
 
+# Padded copies of weights, reused while the weight is unchanged (same tensor, same version,
+# same release and device switches): an unchanged weight is padded once, not every forward.
+_WEIGHTS_KEPT = 128
+_padded_weights: OrderedDict[tuple[int, str, int], tuple[torch.Tensor, Any, torch.Tensor]] = (
+    OrderedDict()
+)
+
+
+def _is_weight(t: torch.Tensor) -> bool:
+    return isinstance(t, nn.Parameter) or bool(getattr(t, "_is_param", False))
+
+
+def _padded_weight(w: torch.Tensor, width: int, along: str) -> torch.Tensor:
+    """``w`` zero-padded to ``width`` along its last dim (``along="last"``) or its rows
+    (``"rows"``), cached for parameters."""
+    pad = _pad_last if along == "last" else _pad_rows
+    if not _is_weight(w):
+        return pad(w, width)
+    key = (id(w), along, width)
+    stamp = (w._version, spyre_sim.stack_generation(), spyre_sim.settings.generation)
+    hit = _padded_weights.get(key)
+    if hit is not None and hit[0] is w and hit[1] == stamp:
+        _padded_weights.move_to_end(key)
+        return hit[2]
+    padded = pad(w, width)
+    _padded_weights[key] = (w, stamp, padded)
+    while len(_padded_weights) > _WEIGHTS_KEPT:
+        _padded_weights.popitem(last=False)
+    return padded
+
+
 def padded_matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``x @ w`` with the reduction dim K (``x``'s last, ``w``'s second to last) zero-padded
     to whole sticks."""
     width = stick_multiple(x.shape[-1])
-    return torch.matmul(_pad_last(x, width), _pad_rows(w, width))
+    return torch.matmul(_pad_last(x, width), _padded_weight(w, width, "rows"))
 
 
 def _reaches_mm(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -185,10 +217,15 @@ def _head_split(x: torch.Tensor, target: Sequence[int]) -> list[int] | None:
 
 
 def split_heads(x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
-    """``x.view(sizes)`` (a split of the last dim into pieces of ``d`` < a stick) computed as
-    a placement matmul, a stick-aligned view and an offset-0 crop."""
+    """``x.view(sizes)`` (a split of the last dim into pieces of ``d`` < a stick) computed in
+    stick-aligned form: where the release slices the stick dim at any offset and there are
+    more than two pieces, as a stack of the pieces; else as a placement matmul, a
+    stick-aligned view and an offset-0 crop."""
     length, d = x.shape[-1], sizes[-1]
     pieces, slot = length // d, _slot(d)
+    if pieces > 2 and not _offset_slices_open():
+        parts = [x[..., p * d : (p + 1) * d] for p in range(pieces)]
+        return torch.stack(parts, dim=-2).view(*sizes)
     pairs = tuple((p * d + j, p * slot + j) for p in range(pieces) for j in range(d))
     placed = padded_matmul(x, _matrix(length, pieces * slot, pairs, x))
     return placed.view(*sizes[:-1], slot)[..., :d].contiguous()
@@ -317,7 +354,7 @@ def _linear(mode: StickLayout, func: Any, args: tuple[Any, ...], kwargs: dict[st
         k = x.shape[-1]
         if k % STICK and w.dim() == 2:
             width = stick_multiple(k)
-            return func(_pad_last(x, width), _pad_last(w, width), bias)
+            return func(_pad_last(x, width), _padded_weight(w, width, "last"), bias)
     return func(*args, **kwargs)
 
 
@@ -345,8 +382,8 @@ def _addmm(mode: StickLayout, func: Any, args: tuple[Any, ...], kwargs: dict[str
         if _floating(a) and _floating(b) and a.dim() == b.dim() == 2 and a.shape[-1] % STICK:
             width = stick_multiple(a.shape[-1])
             rest = {k: v for k, v in kwargs.items() if k not in ("beta", "alpha")}
-            return func(bias, _pad_last(a, width), _pad_rows(b, width), beta=beta, alpha=alpha,
-                        **rest)  # fmt: skip
+            return func(bias, _pad_last(a, width), _padded_weight(b, width, "rows"), beta=beta,
+                        alpha=alpha, **rest)  # fmt: skip
     return func(*args, **kwargs)
 
 

@@ -16,8 +16,10 @@ every other op alone. The candidates, in the order ``spyre-adapters bridge`` tri
 - ``ref``: the Python reference of ``torch._refs`` of the same name, run eagerly;
 - ``rewrite``: a hand-written rewrite into elementwise ops, comparisons and reductions
   (:mod:`spyre_adapters.library._op_rewrites`);
-- ``host``: the op runs on the CPU on copies of its device inputs; its results move back to the
-  device, and inputs the op writes in place are written back (copied into the device tensor).
+- ``host``: the op runs on the CPU on copies of its device inputs (integer tensors widened back
+  to int64, which the device stores as int32: a value-preserving cast); its results move back
+  to the device, and inputs the op writes in place are written back (copied into the device
+  tensor).
   Where the CPU kernel does not take a dtype (``histc`` of integers, some half-precision
   kernels), it runs at the nearest wider dtype and its results are cast back
   (:func:`cpu_call`), which is what the same op computes on an accelerator that has it.
@@ -192,9 +194,11 @@ def _host(op: OpOverload, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any
         return op(*args, **kwargs)
 
     def to_host(value: Any) -> Any:
-        return (
-            value.to("cpu") if isinstance(value, torch.Tensor) and value.device == device else value
-        )
+        if not isinstance(value, torch.Tensor) or value.device != device:
+            return value
+        host = value.to("cpu")
+        # the device stores int64 as int32; host kernels such as nll_loss insist on int64
+        return host.to(torch.int64) if host.dtype is torch.int32 else host
 
     host_args, host_kwargs = tree_map(to_host, (list(args), dict(kwargs)))
     out = cpu_call(op, host_args, host_kwargs)
@@ -289,6 +293,8 @@ def candidate(op: OpOverload, name: str) -> Impl:
     """The implementation of candidate ``name`` for ``op`` (ValueError if it has none)."""
     if name not in CANDIDATES:
         raise ValueError(f"unknown bridge candidate {name!r}; known: {', '.join(CANDIDATES)}")
+    if name == "decomposition" and _decomposition_impl(op) is None:
+        raise ValueError(f"{op} has no entry in torch._decomp's decomposition table")
     if name != "host" and _FINDERS[name](op) is None:
         raise ValueError(f"{op} has no {name} candidate")
     return CANDIDATES[name]

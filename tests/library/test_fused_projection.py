@@ -16,7 +16,7 @@ from library_models import (
 from spyre_adapters.library.fused_projection import ProjectionParts, SplitProjection, adapter
 from spyre_adapters.library.rope import adapter as rope
 
-FAMILIES = families("fused-projection-split")
+FAMILIES = families("fused-projection-split", "1.0.0")  # 1.x: the version this module tests
 SPLITS = {"aten.split", "aten.split_with_sizes", "aten.chunk", "aten.slice"}
 
 

@@ -1,0 +1,36 @@
+"""Cuts of the last dim at an offset inside a stick, computed as selection matmuls (gap
+``offset-slice``): the ``fused-projection-split`` adapter, 2.x.
+
+Until unaligned stick-dim slices land (June 2026), the stack refuses a slice of the last dim
+at an offset that is not a whole number of sticks: fused Q|K|V and gate|up projections split
+after the matmul, GPT-2's ``Conv1D`` ``c_attn`` split, partial rotary cuts. 1.x replaced fused
+projections with separate ``Linear`` layers at prepare time, which showed in the state dict
+(``c_attn.weight`` became ``q_proj``/``k_proj``/``v_proj``) and covered only the families it
+named. 2.x runs the model's forwards under the ``offset-slice`` feature of
+:class:`~spyre_adapters.library._stick_layout.StickLayout`: while the active release refuses
+such offsets, each of those cuts becomes a 0/1 selection matmul (exact; nothing of the model
+is split), and once the release lowers them the adapter retires. Matched by structure: any
+model with a matmul weight.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from spyre_adapters.contract import ModelEdit
+from spyre_adapters.library._stick_layout import enable
+
+__all__ = ["OffsetSlices", "adapter"]
+
+
+class OffsetSlices:
+    """The ``fused-projection-split`` 2.x adapter (see the module docstring)."""
+
+    def matches(self, model: nn.Module) -> bool:
+        return any(p.dim() >= 2 and p.is_floating_point() for p in model.parameters())
+
+    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
+        enable(model, edit, "offset-slice")
+
+
+adapter = OffsetSlices()

@@ -1,0 +1,196 @@
+"""Why a test failed on the device: gap, precision, miscompile, adapter, emulator, unexplained.
+
+Unit tests of :func:`pytest_spyre.classify.classify`, and ``--spyre`` runs (subprocesses) of a
+small suite whose tests fail for each reason, checking the ``spyre`` section, the JSON record
+and the summary line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from plugin_runs import Run, pytest_subprocess
+
+from pytest_spyre.classify import classify, innermost_package
+from pytest_spyre.record import TestRecord
+
+
+def _raised_in(package: str, error: BaseException) -> BaseException:
+    """``error`` raised from a function whose code lives in ``<package>/fake.py``."""
+    namespace: dict[str, object] = {}
+    code = compile("def boom(e):\n    raise e\n", os.path.join("x", package, "fake.py"), "exec")
+    exec(code, namespace)
+    try:
+        namespace["boom"](error)  # type: ignore[operator]
+    except BaseException as exc:
+        return exc
+    raise AssertionError("not raised")
+
+
+def test_innermost_package() -> None:
+    exc = _raised_in("spyre_sim", RuntimeError("x"))
+    assert innermost_package(exc) == ("spyre_sim", "fake.py:2 in boom")
+    assert innermost_package(_raised_in("elsewhere", RuntimeError("x"))) is None
+
+
+def test_classes_in_order() -> None:
+    from spyre_adapters.errors import AdapterApplyError
+    from spyre_sim import SpyreLoweringError
+
+    rec = TestRecord("t")
+    lowering = SpyreLoweringError(op="aten.sin.default", release="2026.05", gap="sin-cos",
+                                  reason="no kernel")  # fmt: skip
+    applied = AdapterApplyError("rope-rotation", "1.0.0", "matches", ValueError("bad"), [])
+    assert classify(applied, rec, [], "DL16").cls == "adapter"
+    assert classify(applied, rec, [], "DL16").adapter == "rope-rotation 1.0.0"
+    assert classify(_raised_in("spyre_adapters", KeyError("k")), rec, [], "DL16").cls == "adapter"
+    gap = classify(lowering, rec, [], "DL16")
+    assert (gap.cls, gap.gap) == ("gap", "sin-cos")
+    assert classify(_raised_in("spyre_sim", IndexError("i")), rec, [], "DL16").cls == "emulator"
+    assert classify(_raised_in("pytest_spyre", IndexError("i")), rec, [], "DL16").cls == "emulator"
+    check = {"check": "torch.allclose", "max_abs_diff": 0.002, "max_rel_diff": 0.01,
+             "atol": 1e-5, "rtol": 1e-5, "nan": 0}  # fmt: skip
+    precise = classify(AssertionError("not close"), rec, [check], "DL16")
+    assert precise.cls == "precision"
+    assert precise.measured is not None
+    assert precise.measured["device_format"] == "DL16"
+    assert "max abs diff 0.002" in precise.detail
+    miscompiled = TestRecord("t", miscompiles={"sdpa-strided": 2})
+    assert classify(AssertionError("x"), miscompiled, [check], "DL16").cls == "miscompile"
+    assert classify(AssertionError("x"), rec, [], "DL16").cls == "unexplained"
+
+
+SUITE = """
+import os, subprocess, sys
+import pytest
+import torch
+import spyre_sim
+
+
+class Sdpa(torch.nn.Module):
+    def forward(self, packed):
+        # q, k, v as strided views of one tensor (stick-aligned offsets): the sdpa-strided
+        # miscompile of releases before 2026.07
+        q, k, v = packed[..., :64], packed[..., 64:128], packed[..., 128:]
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def _packed():
+    return torch.randn(1, 2, 64, 192, generator=torch.Generator().manual_seed(0)).half()
+
+
+class Linear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+def test_precision(spyre_device):
+    torch.manual_seed(0)
+    model = Linear()
+    x = torch.randn(4, 64)
+    expected = model(x)
+    got = model.to(spyre_device)(x.to(spyre_device))
+    torch.testing.assert_close(got.float().cpu(), expected, atol=1e-7, rtol=0)
+
+
+def test_miscompile(spyre_device):
+    expected = Sdpa()(_packed().float())
+    got = Sdpa()(_packed().to(spyre_device)).cpu().float()
+    torch.testing.assert_close(got, expected, atol=1e-2, rtol=1e-2)
+
+
+def test_miscompile_unchecked(spyre_device):
+    assert Sdpa()(_packed().to(spyre_device)).shape == (1, 2, 64, 64)
+
+
+def test_child_process_gets_the_same_device():
+    if os.environ.get("SPYRE_CHILD_PROBE"):
+        pytest.skip("the child's own run")
+    env = dict(os.environ, SPYRE_CHILD_PROBE="1")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           __file__ + "::test_child_probe", "-s"],
+                          env=env, capture_output=True, text=True)
+    expected = f"CHILD STACK 2026.05 numerics={spyre_sim.settings.numerics}"
+    assert expected in done.stdout, done.stdout + done.stderr
+    assert not os.path.exists(os.path.join(os.path.dirname(__file__), "child-report.json"))
+
+
+def test_child_probe(spyre_stack):
+    if not os.environ.get("SPYRE_CHILD_PROBE"):
+        pytest.skip("only in the child")
+    print("CHILD STACK", spyre_stack.name, f"numerics={spyre_sim.settings.numerics}")
+"""
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("classes")
+    (directory / "test_classes.py").write_text(SUITE)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def at_2026_05(suite: Path) -> Run:
+    return pytest_subprocess(suite, "--spyre", "--spyre-stack=2026.05", "-rA",
+                             report=suite / "r.json")  # fmt: skip
+
+
+def _record(run: Run, name: str) -> dict[str, object]:
+    assert run.report is not None
+    return next(t for t in run.report["tests"] if t["nodeid"].endswith("::" + name))
+
+
+def test_precision_failure_says_what_was_measured(at_2026_05: Run) -> None:
+    failure = _record(at_2026_05, "test_precision")["failure"]
+    assert isinstance(failure, dict)
+    assert failure["class"] == "precision"
+    measured = failure["measured"]
+    assert measured["check"] == "torch.testing.assert_close"
+    assert measured["atol"] == 1e-7
+    assert measured["max_abs_diff"] > 0
+    at_2026_05.fnmatch_lines([
+        "precision: a closeness check failed; the device computes in a narrower format",
+        "  check:       torch.testing.assert_close on float32 [[]4, 64[]]",
+        "  measured:    max abs diff *",
+        "  tolerance:   atol 1e-07, rtol 0.0",
+        "  device format: DL16*",
+    ])  # fmt: skip
+
+
+def test_a_miscompile_gets_a_section_on_the_test(at_2026_05: Run) -> None:
+    failed = _record(at_2026_05, "test_miscompile")
+    assert failed["outcome"] == "failed"
+    assert failed["failure"]["class"] == "miscompile"  # type: ignore[index]
+    assert failed["miscompiles"] == {"sdpa-strided": 1}
+    at_2026_05.fnmatch_lines(
+        ["miscompile: the device reproduced documented wrong numbers: sdpa-strided x1"]
+    )
+    passed = _record(at_2026_05, "test_miscompile_unchecked")
+    assert passed["outcome"] == "passed"
+    assert passed["miscompiles"] == {"sdpa-strided": 1}
+    at_2026_05.fnmatch_lines(
+        ["miscompile: the device reproduced documented wrong numbers in this test*"]
+    )
+    pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
+        ["failures by class: precision 1, miscompile 1", "miscompiles: sdpa-strided (2 tests)"]
+    )
+
+
+def test_child_processes_inherit_the_device_settings(suite: Path) -> None:
+    run = pytest_subprocess(suite, "--spyre", "--spyre-stack=2026.05", "--spyre-numerics=off",
+                            "-k", "child", report=suite / "child-report.json")  # fmt: skip
+    assert run.report is not None
+    outcome = _record(run, "test_child_process_gets_the_same_device")["outcome"]
+    assert outcome == "passed", "\n".join(run.lines)
+    # numerics off here, on in the other run: the child saw each parent's setting
+
+
+def test_a_report_path_that_is_a_directory_is_refused_before_any_test(suite: Path) -> None:
+    run = pytest_subprocess(suite, "--spyre", f"--spyre-report={suite}")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR
+    assert "is a directory; give a file path" in run.stderr
