@@ -6,9 +6,10 @@ often be expressed in ops the release does lower -- PyTorch's own decomposition 
 such forms for hundreds of ops -- or, as the last resort real teams use for MoE routing, run on
 the host with its inputs and results moved explicitly (two transfers, counted by the device like
 any other). An :class:`OpBridge` adapter runs the model's forwards under a
-``TorchDispatchMode`` that computes each listed op with its chosen **candidate** and leaves
-every other op alone. The candidates, in the order ``spyre-adapters bridge`` tries them
-(:data:`CANDIDATES`):
+``TorchDispatchMode`` that computes each call of a listed op that the release refuses with
+the op's chosen **candidate**; the calls the release lowers (an op may be refused only for some
+dtypes, as casts to fp32 are before 2026.07) and every other op run as they would without the
+bridge. The candidates, in the order ``spyre-adapters bridge`` tries them (:data:`CANDIDATES`):
 
 - ``decomposition``: the op's entry in ``torch._decomp.decomposition_table``, run eagerly;
 - ``core-decomposition``: its entry in ``torch._decomp.core_aten_decompositions()`` (the core
@@ -300,6 +301,18 @@ def candidate(op: OpOverload, name: str) -> Impl:
     return CANDIDATES[name]
 
 
+def _refused(error: Exception, func: OpOverload) -> bool:
+    """``error`` is the release refusing ``func`` itself: a lowering error for this op that is
+    not a layout rule (a layout rule is not an op's form: no candidate changes it)."""
+    from spyre_sim.errors import SpyreLayoutError, SpyreLoweringError
+
+    return (
+        isinstance(error, SpyreLoweringError)
+        and not isinstance(error, SpyreLayoutError)
+        and error.op == op_name(func)
+    )
+
+
 def _moves(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
     """The call asks for its result on another device (``x.to("cpu")`` is ``aten._to_copy``
     with ``device=cpu``): a transfer, never bridged (its result must land where it is asked)."""
@@ -337,6 +350,11 @@ class BridgeMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         impl = self.table.get(func)
         if impl is None or _moves(args, kwargs or {}):
             return func(*args, **(kwargs or {}))
+        try:  # a call the release lowers runs as it would without the bridge
+            return func(*args, **(kwargs or {}))
+        except Exception as error:
+            if not _refused(error, func):
+                raise
         for observer in list(_observers):
             observer(func, args, kwargs or {})
         others = {op: other for op, other in self.table.items() if op is not func}

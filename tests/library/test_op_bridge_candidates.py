@@ -112,14 +112,30 @@ def test_the_adapter_changes_nothing_on_the_cpu() -> None:
     assert not enabled(model)
 
 
-def test_observers_see_each_bridged_call() -> None:
-    model = torch.nn.Hardtanh()
+def test_only_refused_calls_are_bridged_and_observers_see_them(spyre: ModuleType) -> None:
+    model = torch.nn.Sequential(torch.nn.Hardtanh())
     edit = ModelEdit(model)
-    OpBridge({"aten.hardtanh.default": "host"}).apply(model, edit)
+    OpBridge({"aten.sort.default": "host", "aten.hardtanh.default": "host"}).apply(model, edit)
     seen: list[str] = []
+
+    class Sorts(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.sort(model(x)).values
+
+    sorts = Sorts()
+    OpBridge({"aten.sort.default": "host"}).apply(sorts, ModelEdit(sorts))
+    with observe(lambda op, args, kwargs: seen.append(op_name(op))), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = torch.randn(8, dtype=torch.float16)
+        out = sorts(x.to("spyre")).cpu()
+    assert torch.equal(out, spyre.round_to_dl16(torch.sort(torch.nn.functional.hardtanh(x)).values))
+    # sort is refused at the release and goes to the host; hardtanh runs as it would anyway
+    assert seen == ["aten.sort.default"]
+    # on the CPU nothing is refused: nothing is bridged
+    seen.clear()
     with observe(lambda op, args, kwargs: seen.append(op_name(op))):
-        model(torch.randn(3))
-    assert seen == ["aten.hardtanh.default"]
+        sorts(x.float())
+    assert seen == []
 
 
 def test_host_candidate_on_the_device_moves_and_writes_back(spyre: ModuleType) -> None:
@@ -144,14 +160,17 @@ def test_host_candidate_on_the_device_moves_and_writes_back(spyre: ModuleType) -
         assert target.cpu().tolist() == [1.0, 0.0, 1.0, 0.0]
 
 
-def test_bridged_ops_inside_a_decomposition_use_their_own_candidate() -> None:
+def test_bridged_ops_inside_a_decomposition_use_their_own_candidate(spyre: ModuleType) -> None:
+    # at 2026.05 both nll_loss and the gather its decomposition issues are refused
     mode = op_bridge.BridgeMode(
         {A.nll_loss_forward.default: CANDIDATES["decomposition"], A.gather.default: _refuse}
     )
-    logits = torch.randn(3, 5).half().log_softmax(-1)
-    target = torch.tensor([1, 0, 4])
-    with pytest.raises(RuntimeError, match="the gather of the decomposition was bridged"), mode:
-        A.nll_loss_forward.default(logits, target, None, 1, -100)
+    with spyre.use_stack("2026.05"), warnings.catch_warnings(), spyre.model_scope():
+        warnings.simplefilter("ignore")
+        logits = torch.randn(3, 64).half().log_softmax(-1).to("spyre")
+        target = torch.tensor([1, 0, 4]).to("spyre")
+        with pytest.raises(RuntimeError, match="the gather of the decomposition was bridged"), mode:
+            A.nll_loss_forward.default(logits, target, None, 1, -100)
 
 
 def _refuse(op: object, args: object, kwargs: object) -> None:
