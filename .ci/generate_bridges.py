@@ -136,9 +136,17 @@ def _pick(found: list[Any]) -> list[Any]:
     return list(seen.values())[:MAX_SAMPLES]
 
 
+def _renumber(versions: list[Any]) -> list[Any]:
+    """Versions 1.0.0, 1.1.0, ... in order, once the ones without a family are left out; a
+    version's ``stacks`` range stays what its own releases make it."""
+    import dataclasses
+
+    return [dataclasses.replace(v, version=f"1.{i}.0") for i, v in enumerate(versions)]
+
+
 def write(rows: list[dict[str, Any]], samples: dict[str, list[Any]], *, dry_run: bool) -> int:
     import spyre_sim
-    from spyre_adapters.generation import plan_versions, versions_of, write_builtin
+    from spyre_adapters.generation import NOT_NEEDED, plan_versions, versions_of, write_builtin
     from spyre_adapters.stacks import default_catalogue, is_lasting
 
     catalogue = default_catalogue()
@@ -160,15 +168,24 @@ def write(rows: list[dict[str, Any]], samples: dict[str, list[Any]], *, dry_run:
             continue
         plans, failed = plan_versions(op, _pick(samples[op]), releases)
         made = versions_of(
-            op, gaps[op], is_lasting(catalogue, gaps[op]), plans, families[op], catalogue
+            op,
+            gaps[op],
+            is_lasting(catalogue, gaps[op]),
+            plans,
+            families[op],
+            catalogue,
+            failed=failed,
         )
+        kept = [v for v in made if v.families]
         for version in made:
+            note = "" if version.families else "  (no family verified at its releases: not written)"
             print(
                 f"{version.name} {version.version}: {op} {version.candidate} {version.stacks} "
-                f"families={list(version.families)}"
+                f"families={list(version.families)}{note}"
             )
+        made = _renumber(kept)
         for release, why in failed.items():
-            if not why.startswith("the release lowers"):
+            if why != NOT_NEEDED:
                 print(f"  {op} at {release}: no candidate ({why[:160]})")
         versions.extend(made)
     if dry_run:

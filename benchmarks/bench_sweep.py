@@ -10,6 +10,8 @@ of model types that are ``native`` or ``adapted``, the wall time and the mean se
     python benchmarks/bench_sweep.py --stack 2026.05 --stack 2026.09 # two releases
     python benchmarks/bench_sweep.py --sample 60                     # every k-th family
     python benchmarks/bench_sweep.py --report a/sweep.json b/sweep.json  # markdown summary
+    python benchmarks/bench_sweep.py --report a/sweep.json --left-out      # + types left out
+    python benchmarks/bench_sweep.py --testers TREE --out T                # testers' denominator
 
 The same job on several machines: pytest-xdist distributes the sweep items (same workers and
 classification):
@@ -31,19 +33,31 @@ def markdown_summary(paths: list[Path]) -> str:
     """A markdown table of the coverage per release in sweep JSON files (one row per file and
     release), with how each sweep ran."""
     lines = [
-        "| sweep | release | families swept | built | native | adapted | **enabled** | blocked "
-        "| not-impl. adapter | mismatch | wall s | mean s/pair |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| sweep | sizes | release | types swept | built | native | adapted | of them with a "
+        "generated adapter | **enabled** | blocked | not-impl. adapter | mismatch | wall s "
+        "| mean s/pair |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for path in paths:
         data = json.loads(path.read_text("utf-8"))
         for release, c in data["summary"].items():
             lines.append(
-                f"| {path.parent.name} | {release} | {c['total']} | {c['built']} | "
-                f"{c['native']} | {c['adapted']} | **{c['enabled']}** | {c['blocked']} | "
+                f"| {path.parent.name} | {data['preset']} | {release} | {c['total']} | "
+                f"{c['built']} | {c['native']} | {c['adapted']} | "
+                f"{c.get('adapted_generated', '-')} | **{c['enabled']}** | {c['blocked']} | "
                 f"{c['not-implemented-adapter']} | {c['mismatch']} | {data['wall_seconds']:.0f} "
                 f"| {data['mean_seconds']:.2f} |"
             )
+    return "\n".join(lines)
+
+
+def left_out(path: Path) -> str:
+    """A markdown list of the types a sweep left out of its denominator, grouped by reason."""
+    data = json.loads(path.read_text("utf-8"))
+    rows = data.get("left_out", [])
+    lines = [f"{len(rows)} types left out of the denominator of {path.parent.name}:", ""]
+    for row in rows:
+        lines.append(f"- `{row['family']}` ({row['category']}): {row['detail'][:200]}")
     return "\n".join(lines)
 
 
@@ -66,9 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         "(scaled to realistic widths unless --tiny)",
     )
     parser.add_argument("--report", type=Path, nargs="+", help="summarise sweep JSON files")
+    parser.add_argument(
+        "--left-out", action="store_true", help="with --report: list every type left out"
+    )
     args = parser.parse_args(argv)
     if args.report:
         print(markdown_summary(args.report))
+        if args.left_out:
+            for path in args.report:
+                print("\n" + left_out(path))
         return 0
 
     if args.testers is not None:

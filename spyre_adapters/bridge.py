@@ -58,6 +58,7 @@ __all__ = [
     "choose_candidate",
     "installed_bridges",
     "load_samples",
+    "refuses",
     "without_generated",
 ]
 
@@ -221,6 +222,41 @@ def installed_bridges(registry: Registry, release: Release) -> dict[str, tuple[s
         for bridge in manifest.bridges:
             found.setdefault(bridge.op, (manifest.name, bridge.candidate))
     return found
+
+
+def refuses(
+    op: OpOverload, samples: Sequence[Sample], release: Release, *, layout_checks: bool = True
+) -> bool:
+    """Whether ``release`` refuses ``op`` itself on one of the captured ``samples`` (a lowering
+    error naming the op that is not a layout rule): where it does not, no bridge is needed."""
+    import warnings
+
+    import spyre_sim
+    from spyre_sim.errors import SpyreLayoutError, SpyreLoweringError
+    from torch.utils._pytree import tree_map
+
+    def to_device(value: Any) -> Any:
+        return value.to("spyre") if hasattr(value, "to") and hasattr(value, "dtype") else value
+
+    for sample in samples:
+        with (
+            warnings.catch_warnings(),
+            spyre_sim.use_stack(release),
+            spyre_sim.configure(layout_checks=layout_checks, judge_harness=False),
+        ):
+            warnings.simplefilter("ignore")
+            try:
+                args, kwargs = tree_map(to_device, (list(sample.args), dict(sample.kwargs)))
+                with spyre_sim.model_scope():
+                    op(*args, **kwargs)
+            except SpyreLayoutError:
+                continue
+            except SpyreLoweringError as error:
+                if error.op == op_name(op):
+                    return True
+            except Exception:  # the device cannot hold the inputs, or the kernel refuses
+                continue
+    return False
 
 
 def choose_candidate(

@@ -52,6 +52,8 @@ __all__ = [
 ORDER = 300
 #: At most this many input signatures are listed as evidence per op.
 MAX_CHECKED = 24
+#: :func:`plan_versions`' reason for a release that runs the op on the captured arguments.
+NOT_NEEDED = "the release runs the op on the captured arguments: no bridge needed"
 
 
 def adapter_name(op: str) -> str:
@@ -93,21 +95,20 @@ def plan_versions(
     layout_checks: bool = True,
     only: Sequence[str] | None = None,
 ) -> tuple[list[VersionPlan], dict[str, str]]:
-    """For each release (oldest first) where the op does not lower, the first candidate that
-    holds on ``samples`` (and their variants); consecutive releases with the same candidate
-    make one plan. Returns the plans and, per release where none holds, why."""
-    from spyre_adapters.bridge import choose_candidate
+    """For each release (oldest first) where the op refuses a captured sample, the first
+    candidate that holds on ``samples`` (and their variants); consecutive releases with the
+    same candidate make one plan. Returns the plans and, per release where none holds (or
+    none is needed), why."""
+    from spyre_adapters.bridge import choose_candidate, refuses
     from spyre_adapters.library.op_bridge import resolve_op
-    from spyre_adapters.manifest import Bridge
 
     overload = resolve_op(op)
-    probe = Bridge(op, "host", "", (), ())
     plans: list[VersionPlan] = []
     failed: dict[str, str] = {}
     previous: str | None = None
     for release in releases:
-        if probe.lowered_at(release):
-            failed[release.name] = "the release lowers the op: no bridge needed"
+        if not refuses(overload, samples, release, layout_checks=layout_checks):
+            failed[release.name] = NOT_NEEDED
             previous = None
             continue
         verdicts = choose_candidate(
@@ -175,23 +176,27 @@ def versions_of(
     families: Mapping[str, Sequence[str]],
     catalogue: CatalogueLike,
     *,
+    failed: Mapping[str, str] | None = None,
     first_version: str = "1.0.0",
     package: str = "spyre_adapters.library",
 ) -> list[GeneratedBridge]:
     """The adapter versions of ``plans`` (oldest releases first: 1.0.0, 1.1.0, ...). Each
-    version's ``stacks`` starts at its first release and, unless it is the last plan, ends
-    before the next plan's first release. ``families`` maps a release to the families that
+    version's ``stacks`` starts at its first release and ends before the next plan's first
+    release, or before the first later release where the op is refused and no candidate holds
+    (``failed``, from :func:`plan_versions`); otherwise it is open above, and the lifecycle
+    retires it where a release runs the op. ``families`` maps a release to the families that
     ran and matched the CPU there with the op bridged; a version lists those of its releases."""
     names = [r.name for r in catalogue.releases]
+    blocked = [r for r, why in (failed or {}).items() if why != NOT_NEEDED]
     major, minor, _patch = (int(p) for p in first_version.split("."))
     out = []
     for index, plan in enumerate(plans):
         stacks = f">={plan.releases[0]}"
-        if index + 1 < len(plans):
-            stacks += f",<{plans[index + 1].releases[0]}"
-        elif plan.releases[-1] != names[-1]:
-            following = names[names.index(plan.releases[-1]) + 1]
-            stacks += f",<{following}"
+        ends = [plans[index + 1].releases[0]] if index + 1 < len(plans) else []
+        last = names.index(plan.releases[-1])
+        ends += [r for r in names[last + 1 :] if r in blocked][:1]
+        if ends:
+            stacks += f",<{min(ends, key=names.index)}"
         checked: list[str] = []
         for verdict in plan.verdicts:
             for check in verdict.checks:

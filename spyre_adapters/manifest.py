@@ -28,9 +28,11 @@ was validated on the device against the CPU, and the inputs it was checked on)::
     checked = ["float16[16] bins=4 min=0 max=3 (olmoe, captured)", "..."]
 
 The lifecycle reads such an adapter's gaps through its ops (:meth:`Manifest.open_gaps`): a
-bridge is needed at a release only while the release does not lower one of its ops, so it
-retires as soon as a release lowers them, even when the op's gap (say the catch-all
-``unlowered-op``) stays open for other ops.
+bridge is needed at a release only while the release does not run one of its ops (lowered, or
+moved to the host by the stack itself), so it retires as soon as a release runs them, even
+when the op's gap (say the catch-all ``unlowered-op``) stays open for other ops. An op the
+release refused by a rule of its gap on top of the op's own rule (casts to fp32 before
+2026.07) retires with the gap's state instead.
 
 Validation is complete, not first-error: :func:`load_manifests` collects every problem of every
 file (unknown keys, wrong types, bad versions and specifiers, unknown gap ids, kind that does not
@@ -78,6 +80,7 @@ __all__ = [
     "Manifest",
     "load_manifest",
     "load_manifests",
+    "op_lowered",
     "parse_manifest",
 ]
 
@@ -134,16 +137,30 @@ class Bridge:
     gap: str
     releases: tuple[str, ...]
     checked: tuple[str, ...]
+    #: the release refused the op by a rule of its gap on top of the op's own rule (casts to
+    #: fp32 before 2026.07: ``_to_copy`` lowers, the ``dtype-cast`` rule refuses some calls):
+    #: derived on load, when a release the candidate was validated at lowers the op itself
+    by_rule: bool = False
 
     def lowered_at(self, release: Any) -> bool | None:
         """Whether ``release`` lowers the op (``native`` or ``decomposed``); ``None`` when the
-        release object cannot say (it has no op rules)."""
-        rule_of = getattr(release, "op_rule", None)
-        if rule_of is None:
+        release object cannot say (it has no op rules) or when the op was refused by a rule of
+        its gap rather than by its own rule (then the gap's state decides)."""
+        if self.by_rule:
             return None
-        packet, _, overload = self.op.rpartition(".")
-        decision = rule_of(packet, overload).decision
-        return str(getattr(decision, "value", decision)) in ("native", "decomposed")
+        return op_lowered(release, self.op)
+
+
+def op_lowered(release: Any, op: str) -> bool | None:
+    """Whether ``release``'s own rule for ``op`` (an overload name) runs it: ``native``,
+    ``decomposed``, or a ``cpu-fallback`` (then the stack moves it to the host itself, as a
+    host bridge would); ``None`` for a release object without op rules."""
+    rule_of = getattr(release, "op_rule", None)
+    if rule_of is None:
+        return None
+    packet, _, overload = op.rpartition(".")
+    decision = rule_of(packet, overload).decision
+    return str(getattr(decision, "value", decision)) in ("native", "decomposed", "cpu-fallback")
 
 
 @dataclass(frozen=True)
@@ -502,7 +519,8 @@ def _bridges(
             assert gap is not None
             assert validated is not None
             assert checked is not None
-            found.append(Bridge(op, candidate, gap, tuple(validated), tuple(checked)))
+            by_rule = any(op_lowered(releases[name], op) for name in validated if name in releases)
+            found.append(Bridge(op, candidate, gap, tuple(validated), tuple(checked), by_rule))
     if gaps is not None and found and len(found) == len(tables):
         named = {b.gap for b in found}
         for gap in gaps:

@@ -161,7 +161,7 @@ def generated_versions(
     for item in result.bridged:
         if item.adapter is not None:
             continue
-        plans, _failed = plan_versions(item.op, list(item.captured), releases)
+        plans, failed = plan_versions(item.op, list(item.captured), releases)
         families = {result.release: [result.family]} if result.enabled else {}
         out.extend(
             versions_of(
@@ -171,6 +171,7 @@ def generated_versions(
                 plans,
                 families,
                 catalogue,
+                failed=failed,
                 first_version="0.1.0",
                 package=package,
             )

@@ -180,3 +180,31 @@ def test_cli_bridge_refuses_before_any_work(
     assert "not empty" in capsys.readouterr().err
     assert main(["bridge", "t5", "--testers", str(tmp_path)]) == 2
     assert "not a Transformers test tree" in capsys.readouterr().err
+
+
+def test_a_release_that_lowers_the_op_retires_its_bridge_proved_by_audit_verify(
+    tmp_path: Path,
+) -> None:
+    from spyre_adapters import Lifecycle, Status
+    from spyre_adapters.verify import Outcome, verify_adapter
+
+    registry = default_registry()
+    if "bridge-isinf" not in registry:
+        pytest.skip("bridge-isinf is not installed")
+    path = tmp_path / "2026.11.toml"
+    path.write_text(
+        'schema_version = 1\n[release]\nname = "2026.11"\nbase = "2026.09"\n'
+        'date = 2026-11-20\nsummary = "2026.09 + isinf on the device"\n'
+        '[ops]\n"aten.isinf" = { decision = "native", note = "an isinf kernel lands" }\n',
+        encoding="utf-8",
+    )
+    lifecycle = Lifecycle(registry)
+    release = lifecycle.release(str(path))
+    row = next(r for r in lifecycle.status_at(release) if r.name == "bridge-isinf")
+    assert row.status is Status.RETIRED
+    at_2026_09 = next(r for r in lifecycle.status_at("2026.09") if r.name == "bridge-isinf")
+    assert at_2026_09.status is Status.ACTIVE
+    # what `spyre-adapters audit --stack 2026.11.toml --verify` runs for it
+    verdict = verify_adapter(row.manifest, release, registry)
+    assert verdict.outcome is Outcome.VERIFIED, verdict.detail
+    assert any(c.family == "t5" and c.passed for c in verdict.families)
