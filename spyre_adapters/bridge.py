@@ -231,9 +231,10 @@ def refuses(
     error naming the op that is not a layout rule): where it does not, no bridge is needed."""
     import warnings
 
+    from torch.utils._pytree import tree_map
+
     import spyre_sim
     from spyre_sim.errors import SpyreLayoutError, SpyreLoweringError
-    from torch.utils._pytree import tree_map
 
     def to_device(value: Any) -> Any:
         return value.to("spyre") if hasattr(value, "to") and hasattr(value, "dtype") else value
