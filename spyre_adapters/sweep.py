@@ -60,7 +60,9 @@ are :class:`~spyre_adapters.triage.Category` values, also never renamed)::
            "fallbacks": {"aten.arange.default": 1}, "miscompiles": ["rotate-half"],
            "comparison": {"matches", "cosine", "max_abs_error", "top1", "scored",
            "criterion"} | null, "adapters": ["rope-rotation 1.0.0"], "seconds": float,
-           "all_gaps_listed": bool}
+           "all_gaps_listed": bool,
+           "bridged": {"aten.sort.default": 2},   # calls computed by an op bridge
+           "idle": ["bridge-isinf 1.1.0"]}        # op bridges applied that bridged nothing
 """
 
 from __future__ import annotations
@@ -297,9 +299,10 @@ class SweepReport:
         return out
 
     def _uses_generated(self, result: TriageResult) -> bool:
+        """The adapted run needed a generated adapter: one of them bridged a call."""
         run = result.adapted
         names = set(self.generated)
-        return run is not None and any(label.split()[0] in names for label in run.adapters)
+        return run is not None and any(label.split()[0] in names for label in run.working)
 
     def left_out(self) -> list[dict[str, str]]:
         """The model types that are not in the denominator (not built at any release), with

@@ -84,6 +84,7 @@ def prepared_tree(tree: Path) -> Path:
     sources from there at import), else a folder in the user cache holding links to the
     tree's ``tests`` and ``utils`` and to the installed Transformers as ``src/transformers``
     (the tree itself is never written to)."""
+    tree = tree.resolve()
     if (tree / "src" / "transformers" / "__init__.py").is_file():
         return tree
     import hashlib
@@ -92,11 +93,11 @@ def prepared_tree(tree: Path) -> Path:
     import transformers
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    key = hashlib.sha256(f"{tree.resolve()}:{transformers.__file__}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{tree}:{transformers.__file__}".encode()).hexdigest()[:16]
     root = base / "spyre-adapters" / f"testers-{key}"
     links = {
-        root / "tests": tree.resolve() / "tests",
-        root / "utils": tree.resolve() / "utils",
+        root / "tests": tree / "tests",
+        root / "utils": tree / "utils",
         root / "src" / "transformers": Path(transformers.__file__).resolve().parent,
     }
     for link, target in links.items():
@@ -114,6 +115,15 @@ def _import(tree: Path, relative: str) -> Any:
     root = str(prepared_tree(tree))
     own = str((Path(root) / "tests").resolve())
     loaded = sys.modules.get("tests")
+    # a namespace package `tests` found on an earlier path (a project's own test folder) of
+    # which nothing is loaded yet: the tree's regular package may take its place
+    if (
+        loaded is not None
+        and getattr(loaded, "__file__", None) is None
+        and not any(name.startswith("tests.") for name in sys.modules)
+    ):
+        del sys.modules["tests"]
+        loaded = None
     if loaded is not None:
         where = [str(Path(p).resolve()) for p in getattr(loaded, "__path__", [])]
         if own not in where:
@@ -123,8 +133,9 @@ def _import(tree: Path, relative: str) -> Any:
                 f"another package named 'tests' is already imported ({where}); run from a "
                 "process that has not imported one",
             )
-    if root not in sys.path:
+    if sys.path[:1] != [root]:
         sys.path.insert(0, root)
+    importlib.invalidate_caches()
     module = relative.removesuffix(".py").replace("/", ".")
     return importlib.import_module(module)
 

@@ -178,6 +178,14 @@ class DeviceRun:
     not_applied: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     all_gaps_listed: bool = False
+    bridged: dict[str, int] = field(default_factory=dict)
+    idle: list[str] = field(default_factory=list)
+
+    @property
+    def working(self) -> list[str]:
+        """The adapters applied, without the op bridges that computed no call in this run
+        (a bridge matches every model, and changes only a model that reaches its ops)."""
+        return [a for a in self.adapters if a not in self.idle]
 
     @property
     def ok(self) -> bool:
@@ -229,6 +237,8 @@ class TriageResult:
                 not_applied=dict(raw.get("not_applied", {})),
                 seconds=raw.get("seconds", 0.0),
                 all_gaps_listed=raw.get("all_gaps_listed", False),
+                bridged=dict(raw.get("bridged", {})),
+                idle=list(raw.get("idle", [])),
             )
 
         return cls(
@@ -416,7 +426,7 @@ def run_on_device(
         )
     try:
         return _device_run(
-            built, model, release, names, not_applied, layout_checks, list_all_gaps, modes
+            built, model, release, names, not_applied, layout_checks, list_all_gaps, modes, registry
         )
     finally:
         for edit in reversed(edits):
@@ -436,16 +446,26 @@ def _device_run(
     layout_checks: bool,
     list_all_gaps: bool,
     modes: Sequence[AbstractContextManager[Any]] = (),
+    registry: Registry | None = None,
 ) -> DeviceRun:
     from spyre_sim import telemetry
 
     start = time.perf_counter()
     error: RunError | None = None
     output: torch.Tensor | None = None
+    from spyre_adapters.library.op_bridge import observe, op_name
+
+    bridged: dict[str, int] = {}
+
+    def count(op: Any, args: Any, kwargs: Any) -> None:
+        name = op_name(op)
+        bridged[name] = bridged.get(name, 0) + 1
+
     with _device_mode(release, layout_checks), telemetry.record() as recording:
         try:
             model.to("spyre")
             with ExitStack() as entered:
+                entered.enter_context(observe(count))
                 for mode in modes:
                     entered.enter_context(mode)
                 output = built.run(model, "spyre").cpu().float()
@@ -461,6 +481,8 @@ def _device_run(
         adapters=names,
         not_applied=not_applied,
         all_gaps_listed=error is None,
+        bridged=dict(sorted(bridged.items())),
+        idle=_idle_bridges(model, names, bridged, registry),
     )
     if output is not None:
         run.comparison = compare(built.kind, built.reference, output)
@@ -468,6 +490,33 @@ def _device_run(
         run.gaps, run.all_gaps_listed = _all_gaps(built, model, release, layout_checks, error)
     run.seconds = time.perf_counter() - start
     return run
+
+
+def _idle_bridges(
+    model: nn.Module,
+    names: Sequence[str],
+    bridged: Mapping[str, int],
+    registry: Registry | None,
+) -> list[str]:
+    """The applied op-bridge adapters (``name version`` labels) none of whose ops was bridged."""
+    from spyre_adapters import default_registry
+    from spyre_adapters.preparation import applied
+
+    records = applied(model)
+    labels = {f"{r.name} {r.version}" for r in records}
+    registry = default_registry() if registry is None else registry
+    idle = []
+    for label in names:
+        if label not in labels:
+            continue
+        name, _, version = label.partition(" ")
+        try:
+            manifest = registry.get(name, version)
+        except Exception:
+            continue
+        if manifest.bridges and not any(b.op in bridged for b in manifest.bridges):
+            idle.append(label)
+    return idle
 
 
 def step_past(release: Release, error: RunError, layout: bool) -> Release:
@@ -575,7 +624,7 @@ def classify(
     if adapted.error is not None and adapted.error.kind == "prepare":
         return Category.ADAPTER_FAILED, adapted.error.message.splitlines()[0]
     if adapted.ok:
-        used = ", ".join(adapted.adapters) or "no adapter"
+        used = ", ".join(adapted.working) or "no adapter"
         return Category.ADAPTED, f"runs and matches the CPU with {used}"
     return _failed(adapted, bridging, with_adapters=True)
 
