@@ -12,7 +12,7 @@ import torch
 
 from spyre_adapters import build_registry, builtin
 from spyre_adapters.contract import ModelEdit
-from spyre_adapters.families import build_family
+from spyre_adapters.families import BuiltFamily, FamilyBuildError, build_family
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 from spyre_adapters.triage import run_on_device
@@ -36,11 +36,24 @@ def test_generated_bridges_are_counted_apart_and_hand_written_ones_stay_few() ->
         assert manifest.order == 300
 
 
+def first_family(manifest: Manifest) -> BuiltFamily:
+    """The first family the manifest lists that the installed Transformers builds (the
+    families were verified with another Transformers release than the tests may run with)."""
+    from transformers import CONFIG_MAPPING
+
+    for family in manifest.families:
+        if family not in CONFIG_MAPPING:
+            continue
+        try:
+            return build_family(family)
+        except FamilyBuildError:
+            continue
+    pytest.skip(f"no family {manifest.label} lists builds with the installed Transformers")
+
+
 @pytest.mark.parametrize("manifest", GENERATED, ids=lambda m: m.label)
 def test_same_output_as_the_stock_model_on_the_cpu(manifest: Manifest) -> None:
-    if not manifest.families:
-        pytest.skip(f"{manifest.label} lists no verified family")
-    built = build_family(manifest.families[0])
+    built = first_family(manifest)
     model = copy.deepcopy(built.model)
     edit = ModelEdit(model)
     manifest.load().apply(model, edit)
@@ -57,7 +70,7 @@ def _without(name: str) -> Registry:
 @pytest.mark.parametrize("manifest", ON_DEVICE, ids=lambda m: m.label)
 def test_its_family_runs_with_it_on_the_device_and_stops_without_it(manifest: Manifest) -> None:
     (bridge,) = manifest.bridges
-    built = build_family(manifest.families[0])
+    built = first_family(manifest)
     # the families were verified at the releases the generator ran (2026.05, 2026.09)
     tried = [r for r in reversed(bridge.releases) if r in VERIFIED_AT]
     assert tried, bridge.releases
