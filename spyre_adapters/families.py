@@ -66,6 +66,10 @@ __all__ = [
     "buildable_families",
     "candidate_families",
     "family_config",
+    "judge_reference",
+    "output_name_of",
+    "scale_widths",
+    "select_output",
     "variants_for",
 ]
 
@@ -211,7 +215,7 @@ class BuiltFamily:
         }
         with torch.no_grad():
             out = model(**feed, **self.options)
-        return _select_output(out, self.output_name)
+        return select_output(out, self.output_name)
 
 
 # -- enumeration -------------------------------------------------------------------------------
@@ -426,6 +430,36 @@ def _feature_overrides(
             out["layer_types"] = [
                 "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)
             ]
+
+
+#: The keys :func:`scale_widths` changes: the widths of a layer, never its depth or inputs.
+_WIDTH_KEYS = (*_WIDTH, *_FFN, *_HEADS, *_KV_HEADS, *_HEAD_DIM, *_PROJECTION, "hidden_dim")
+
+
+def scale_widths(config: Any, preset: SizePreset) -> Any:
+    """A copy of ``config`` (and its sub-configs) with every width, FFN size, head count and
+    head size of ``preset`` (:func:`family_config`'s shrink, restricted to those keys), keeping
+    its depth, vocabulary, image, audio and sequence sizes: the sizes its inputs depend on."""
+    overrides = _width_overrides(config, preset)
+    try:
+        return type(config)(**{**_plain_dict(config), **overrides})
+    except Exception:
+        scaled = copy.deepcopy(config)
+        _assign(scaled, overrides)
+        return scaled
+
+
+def _width_overrides(config: Any, preset: SizePreset) -> dict[str, Any]:
+    full = _overrides(config, preset)
+    out = {k: v for k, v in full.items() if k in _WIDTH_KEYS}
+    if "rope_parameters" in full and "mrope_section" in str(full["rope_parameters"]):
+        out["rope_parameters"] = full["rope_parameters"]  # sections follow the head size
+    for key, value in vars(config).items():
+        if _is_config(value):
+            sub = _width_overrides(value, preset)
+            sub["model_type"] = value.model_type
+            out[key] = {**_plain_dict(value), **sub}
+    return out
 
 
 def _depth_overrides(
@@ -672,7 +706,8 @@ def _input_plans(
     return plans
 
 
-def _select_output(out: Any, name: str) -> torch.Tensor:
+def select_output(out: Any, name: str) -> torch.Tensor:
+    """The compared output ``name`` of a model output (the first tensor when it has none)."""
     if isinstance(out, torch.Tensor):
         return out
     value = out.get(name) if hasattr(out, "get") else None
@@ -688,7 +723,8 @@ def _select_output(out: Any, name: str) -> torch.Tensor:
     raise TypeError(f"the model output has no tensor (got {type(out).__name__})")
 
 
-def _output_name(out: Any, kind: str) -> str:
+def output_name_of(out: Any, kind: str) -> str:
+    """The name of the output compared (see the module docstring)."""
     keys = list(out.keys()) if hasattr(out, "keys") else []
     for name in ("logits", "last_hidden_state") if kind == "causal-lm" else ("last_hidden_state",):
         if isinstance(out.get(name) if keys else None, torch.Tensor):
@@ -703,7 +739,7 @@ def _output_name(out: Any, kind: str) -> str:
     return keys[0] if keys else ""
 
 
-def _judgeable(reference: torch.Tensor, output_name: str) -> str | None:
+def judge_reference(reference: torch.Tensor, output_name: str) -> str | None:
     """Why ``reference`` cannot judge an fp16 device run, or None."""
     count = reference.numel()
     if count < MIN_COMPARED_VALUES:
@@ -793,8 +829,8 @@ def _build(
         try:
             with torch.no_grad():
                 out = model(**inputs, **options)
-            output_name = _output_name(out, kind)
-            reference = _select_output(out, output_name)
+            output_name = output_name_of(out, kind)
+            reference = select_output(out, output_name)
         except Exception as exc:
             first_error = first_error or exc
             continue
@@ -803,7 +839,7 @@ def _build(
                 f"the compared output {output_name!r} is not floating point"
             )
             continue
-        unjudgeable = _judgeable(reference, output_name)
+        unjudgeable = judge_reference(reference, output_name)
         if unjudgeable is not None:
             unjudgeable_reason = unjudgeable_reason or unjudgeable
             continue

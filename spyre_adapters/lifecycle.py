@@ -20,7 +20,9 @@ Resolution picks, per adapter name, the newest version whose ``stacks`` admits R
 needed at R (a gap still open, or permanent); when every admitted version's gaps are closed, the
 newest admitted one is reported ``retired`` (with auto-retirement off, the newest admitted
 version, ``retirable``). Gap states are read per release, so a gap that re-opens later (a
-regression such as ``mem-pool`` in 2026.08) brings its adapter back at that release.
+regression such as ``mem-pool`` in 2026.08) brings its adapter back at that release. A generated
+op bridge's gaps are read through its ops (:meth:`~spyre_adapters.manifest.Manifest.open_gaps`):
+it is needed only while the release does not lower an op it bridges.
 ``retirable_in`` is the first release at or after R (in the catalogue) at which every bridged
 gap is closed. :meth:`Lifecycle.versions_at` gives one row per installed version.
 """
@@ -150,7 +152,7 @@ class Lifecycle:
         if manifest.kind is AdapterKind.PERMANENT:
             return None
         for candidate in self._releases_from(self.release(stack)):
-            if not any(candidate.gap_open(g) for g in manifest.gaps):
+            if not manifest.open_gaps(candidate):
                 return candidate.name
         return None
 
@@ -160,9 +162,7 @@ class Lifecycle:
         return self._choose(self.registry.versions(name), self.release(stack))
 
     def _needed(self, manifest: Manifest, release: ReleaseLike) -> bool:
-        return manifest.kind is AdapterKind.PERMANENT or any(
-            release.gap_open(g) for g in manifest.gaps
-        )
+        return manifest.kind is AdapterKind.PERMANENT or bool(manifest.open_gaps(release))
 
     def _choose(self, installed: Sequence[Manifest], release: ReleaseLike) -> Manifest | None:
         admitted = [m for m in installed if m.admits(release.version)]
@@ -192,7 +192,7 @@ class Lifecycle:
     def _status(
         self, manifest: Manifest, release: ReleaseLike, versions: tuple[Version, ...]
     ) -> AdapterStatus:
-        open_gaps = tuple(g for g in manifest.gaps if release.gap_open(g))
+        open_gaps = manifest.open_gaps(release)
         retirable_in = self.retirable_in(manifest, release)
 
         def make(status: Status, reason: str, waiver: Waiver | None = None) -> AdapterStatus:

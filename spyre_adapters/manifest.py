@@ -16,6 +16,24 @@ documented with a worked example in ``manifests/README.md``; in short::
     entry_point = "spyre_adapters.library.rope:adapter"
     order = 50                        # optional, default 100: lower is applied first
 
+An adapter written by ``spyre-adapters bridge`` says so and carries its evidence: one table
+per ATen op it bridges (the op's gap, the candidate chosen, the releases where the candidate
+was validated on the device against the CPU, and the inputs it was checked on)::
+
+    generated = true                  # optional, default false
+    [bridges."aten.histc.default"]
+    candidate = "rewrite"             # decomposition | core-decomposition | ref | rewrite | host
+    gap = "histc"                     # one of ``gaps``
+    releases = ["2026.05", "2026.09"] # validated at (each admitted by ``stacks``)
+    checked = ["float16[16] bins=4 min=0 max=3 (olmoe, captured)", "..."]
+
+The lifecycle reads such an adapter's gaps through its ops (:meth:`Manifest.open_gaps`): a
+bridge is needed at a release only while the release does not run one of its ops (lowered, or
+moved to the host by the stack itself), so it retires as soon as a release runs them, even
+when the op's gap (say the catch-all ``unlowered-op``) stays open for other ops. An op the
+release refused by a rule of its gap on top of the op's own rule (casts to fp32 before
+2026.07) retires with the gap's state instead.
+
 Validation is complete, not first-error: :func:`load_manifests` collects every problem of every
 file (unknown keys, wrong types, bad versions and specifiers, unknown gap ids, kind that does not
 fit the gaps, an entry point that does not import or is not an adapter, an unknown ``retire_by``,
@@ -54,12 +72,15 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "BRIDGE_CANDIDATES",
+    "Bridge",
     "DEFAULT_ORDER",
     "MANIFEST_SCHEMA_VERSION",
     "AdapterKind",
     "Manifest",
     "load_manifest",
     "load_manifests",
+    "op_lowered",
     "parse_manifest",
 ]
 
@@ -82,8 +103,14 @@ _KEYS = (
     "retire_by",
     "entry_point",
     "order",
+    "generated",
+    "bridges",
 )
-_OPTIONAL = ("retire_by", "order")
+_OPTIONAL = ("retire_by", "order", "generated", "bridges")
+#: The candidate forms a bridge may name (``spyre_adapters.library.op_bridge.CANDIDATES``).
+BRIDGE_CANDIDATES = ("decomposition", "core-decomposition", "ref", "rewrite", "host")
+_BRIDGE_KEYS = ("candidate", "gap", "releases", "checked")
+_OP_NAME = re.compile(r"^[a-z_][a-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
 _REQUIRED = tuple(key for key in _KEYS if key not in _OPTIONAL)
 
 
@@ -93,6 +120,47 @@ class AdapterKind(enum.Enum):
 
     SCAFFOLDING = "scaffolding"
     PERMANENT = "permanent"
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """One ATen op a generated adapter bridges, with the evidence for its candidate.
+
+    ``op`` is the overload (``"aten.histc.default"``), ``candidate`` the form chosen (one of
+    :data:`BRIDGE_CANDIDATES`), ``gap`` the gap the op stops models at, ``releases`` the
+    releases where the candidate was validated on the device against the CPU, ``checked``
+    the inputs it was checked on (signatures and where they came from).
+    """
+
+    op: str
+    candidate: str
+    gap: str
+    releases: tuple[str, ...]
+    checked: tuple[str, ...]
+    #: the release refused the op by a rule of its gap on top of the op's own rule (casts to
+    #: fp32 before 2026.07: ``_to_copy`` lowers, the ``dtype-cast`` rule refuses some calls):
+    #: derived on load, when a release the candidate was validated at lowers the op itself
+    by_rule: bool = False
+
+    def lowered_at(self, release: Any) -> bool | None:
+        """Whether ``release`` lowers the op (``native`` or ``decomposed``); ``None`` when the
+        release object cannot say (it has no op rules) or when the op was refused by a rule of
+        its gap rather than by its own rule (then the gap's state decides)."""
+        if self.by_rule:
+            return None
+        return op_lowered(release, self.op)
+
+
+def op_lowered(release: Any, op: str) -> bool | None:
+    """Whether ``release``'s own rule for ``op`` (an overload name) runs it: ``native``,
+    ``decomposed``, or a ``cpu-fallback`` (then the stack moves it to the host itself, as a
+    host bridge would); ``None`` for a release object without op rules."""
+    rule_of = getattr(release, "op_rule", None)
+    if rule_of is None:
+        return None
+    packet, _, overload = op.rpartition(".")
+    decision = rule_of(packet, overload).decision
+    return str(getattr(decision, "value", decision)) in ("native", "decomposed", "cpu-fallback")
 
 
 @dataclass(frozen=True)
@@ -116,6 +184,22 @@ class Manifest:
     schema_version: int = MANIFEST_SCHEMA_VERSION
     source: str = ""
     sha256: str = ""
+    generated: bool = False
+    bridges: tuple[Bridge, ...] = ()
+
+    def open_gaps(self, release: Any) -> tuple[str, ...]:
+        """The gaps of this adapter that are open at ``release`` (a release object with
+        ``gap_open``). For an adapter with bridges, a gap counts as open only while some op
+        bridged for it does not lower at the release (see the module docstring)."""
+        gaps = [g for g in self.gaps if release.gap_open(g)]
+        if not self.bridges:
+            return tuple(gaps)
+        still = []
+        for gap in gaps:
+            lowered = [b.lowered_at(release) for b in self.bridges if b.gap == gap]
+            if not lowered or not all(lowered):
+                still.append(gap)
+        return tuple(still)
 
     @property
     def key(self) -> tuple[str, Version]:
@@ -304,6 +388,22 @@ def parse_manifest(
 
     order = check.integer("order")
 
+    generated = False
+    if "generated" in data:
+        if isinstance(data["generated"], bool):
+            generated = data["generated"]
+        else:
+            check.problem(
+                "generated", f"expected true or false, got {_describe(data['generated'])}"
+            )
+    bridges = _bridges(check, data, gaps, stacks, catalogue)
+    if generated and "bridges" not in data:
+        check.problem(
+            "bridges",
+            "a generated adapter (generated = true) must carry its evidence: one "
+            '[bridges."<op>"] table per op it bridges (candidate, gap, releases, checked)',
+        )
+
     entry_point = check.string("entry_point")
     if entry_point is not None:
         if not _ENTRY_POINT.match(entry_point):
@@ -313,7 +413,7 @@ def parse_manifest(
             )
             entry_point = None
         elif check_entry_point:
-            _check_entry_point(check, entry_point)
+            _check_entry_point(check, entry_point, bridges)
 
     if check.problems:
         return None, check.problems
@@ -340,8 +440,97 @@ def parse_manifest(
         schema_version=schema,
         source=where,
         sha256=sha256,
+        generated=generated,
+        bridges=bridges,
     )
     return manifest, []
+
+
+def _bridges(
+    check: _Checker,
+    data: Mapping[str, Any],
+    gaps: Sequence[str] | None,
+    stacks: SpecifierSet | None,
+    catalogue: CatalogueLike,
+) -> tuple[Bridge, ...]:
+    """The ``[bridges."<op>"]`` tables, each checked (see the module docstring)."""
+    if "bridges" not in data:
+        return ()
+    tables = data["bridges"]
+    if not isinstance(tables, dict) or not tables:
+        check.problem(
+            "bridges",
+            f'expected one or more [bridges."<op>"] tables, got {_describe(tables)}',
+        )
+        return ()
+    releases = {r.name: r for r in catalogue.releases}
+    found: list[Bridge] = []
+    for op, table in tables.items():
+        key = f"bridges.{op}"
+        if not _OP_NAME.match(op):
+            check.problem(key, f"{op!r} is not an ATen overload name (e.g. 'aten.histc.default')")
+            continue
+        if not isinstance(table, dict):
+            check.problem(key, f"expected a table, got {_describe(table)}")
+            continue
+        problems_before = len(check.problems)
+        for name in table:
+            if name not in _BRIDGE_KEYS:
+                check.problem(
+                    f"{key}.{name}", f"unknown key; known keys: {', '.join(_BRIDGE_KEYS)}"
+                )
+        for name in _BRIDGE_KEYS:
+            if name not in table:
+                check.problem(f"{key}.{name}", "required key is missing")
+        sub = _Checker(check.where, table)
+        candidate = sub.string("candidate")
+        if candidate is not None and candidate not in BRIDGE_CANDIDATES:
+            sub.problem(
+                "candidate",
+                f"{candidate!r} is not a bridge candidate (known: {', '.join(BRIDGE_CANDIDATES)})",
+            )
+        gap = sub.string("gap")
+        if gap is not None and gaps is not None and gap not in gaps:
+            sub.problem("gap", f"{gap!r} is not one of the adapter's gaps ({', '.join(gaps)})")
+        validated = sub.strings("releases")
+        if validated is not None and not validated:
+            sub.problem("releases", "must list at least one release the candidate was validated at")
+        for name in validated or ():
+            release = releases.get(name)
+            if release is None:
+                sub.problem(
+                    "releases",
+                    f"{name!r} is not a release of the stack catalogue (known: "
+                    f"{', '.join(releases)})",
+                )
+            elif stacks is not None and not stacks.contains(release.version, prereleases=True):
+                sub.problem(
+                    "releases",
+                    f"{name!r} is outside the adapter's stacks {str(stacks)!r}: a bridge is "
+                    "validated where it may run",
+                )
+        checked = sub.strings("checked")
+        if checked is not None and not checked:
+            sub.problem("checked", "must list the inputs the candidate was checked on")
+        for problem in sub.problems:
+            check.problem(f"{key}.{problem.key}", problem.message)
+        if len(check.problems) == problems_before:
+            assert candidate is not None
+            assert gap is not None
+            assert validated is not None
+            assert checked is not None
+            by_rule = any(op_lowered(releases[name], op) for name in validated if name in releases)
+            found.append(Bridge(op, candidate, gap, tuple(validated), tuple(checked), by_rule))
+    if gaps is not None and found and len(found) == len(tables):
+        named = {b.gap for b in found}
+        for gap in gaps:
+            if gap not in named:
+                check.problem(
+                    "gaps",
+                    f"{gap!r} is bridged by none of the adapter's [bridges] ops: list only the "
+                    "gaps its ops stop models at",
+                )
+    return tuple(found)
 
 
 def _bound(spec: Specifier) -> tuple[str, Version] | None:
@@ -409,7 +598,7 @@ def _check_gaps(
         )
 
 
-def _check_entry_point(check: _Checker, entry_point: str) -> None:
+def _check_entry_point(check: _Checker, entry_point: str, bridges: Sequence[Bridge] = ()) -> None:
     from spyre_adapters.contract import Adapter  # imports torch: only when validating
 
     try:
@@ -427,6 +616,16 @@ def _check_entry_point(check: _Checker, entry_point: str) -> None:
             f"{entry_point!r} is a {type(obj).__name__}, not an adapter: it lacks "
             f"{' and '.join(f'{m}()' for m in missing)} (see spyre_adapters.contract.Adapter)",
         )
+        return
+    table = getattr(obj, "table", None)
+    if bridges and isinstance(table, dict):
+        declared = {b.op: b.candidate for b in bridges}
+        if table != declared:
+            check.problem(
+                "bridges",
+                f"the ops and candidates of {entry_point!r} ({table}) differ from the "
+                f"manifest's [bridges] ({declared})",
+            )
 
 
 def _read(file: Traversable, where: str) -> tuple[dict[str, Any] | None, str, list[Problem]]:

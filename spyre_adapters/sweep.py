@@ -7,6 +7,12 @@ and never the sweep. The same per-family work is what :mod:`pytest_spyre.sweep_i
 pytest items distributed by pytest-xdist (across cores or machines); both go through
 :func:`isolated_triage` and :func:`spyre_adapters.triage.classify`.
 
+With a Transformers test tree (``testers``), the unit of work is a test file: its worker
+builds every model tester of the file (:mod:`spyre_adapters.testers`, the testers' tiny sizes
+with preset ``tester``, or scaled to realistic widths with ``tester-scaled``) and triages each
+model type it yields; a file none of whose testers builds gives one ``build-failed`` row named
+after its folder. The same model type from two files is kept once (the first file).
+
 Results: :class:`SweepReport`, written as JSON (:meth:`SweepReport.to_json`), a terminal table
 (:func:`report_tables`) and an offline HTML page (:func:`write_html`).
 
@@ -25,9 +31,14 @@ are :class:`~spyre_adapters.triage.Category` values, also never renamed)::
       "mean_seconds": 1.9,               # mean worker seconds per (family, release)
       "versions": {"transformers": "5.24.0", "torch": "2.13.0", "spyre_adapters": "..."},
       "adapters": ["rms-norm", ...],     # registered adapter names
+      "generated": ["bridge-sort", ...], # those of them written by `spyre-adapters bridge`
+      "hand_written": 15,                # registered adapter names that are not generated
+      "testers": null,                   # or the test tree the configs and inputs came from
+      "left_out": [{"family", "category", "detail"}],  # not in the denominator, and why
       "summary": {
         "2026.05": {"native": 10, "adapted": 90, ..., # every category, zeros included
-                    "enabled": 100, "built": 380, "total": 400}
+                    "enabled": 100, "built": 380, "total": 400,
+                    "adapted_generated": 30}  # adapted with a generated adapter applied
       },
       "top_blockers": [{"gap": "sin-cos", "pairs": 12, "families": ["..."]}],
       "results": [                       # one per (family, release), sorted
@@ -52,7 +63,9 @@ are :class:`~spyre_adapters.triage.Category` values, also never renamed)::
            "fallbacks": {"aten.arange.default": 1}, "miscompiles": ["rotate-half"],
            "comparison": {"matches", "cosine", "max_abs_error", "top1", "scored",
            "criterion"} | null, "adapters": ["rope-rotation 1.0.0"], "seconds": float,
-           "all_gaps_listed": bool}
+           "all_gaps_listed": bool,
+           "bridged": {"aten.sort.default": 2},   # calls computed by an op bridge
+           "idle": ["bridge-isinf 1.1.0"]}        # op bridges applied that bridged nothing
 """
 
 from __future__ import annotations
@@ -102,6 +115,8 @@ def default_releases() -> list[str]:
 def preset_named(name: str) -> SizePreset:
     """The size preset called ``name`` (``realistic`` or ``tiny``)."""
     presets = {p.name: p for p in (REALISTIC, TINY)}
+    if name in ("tester", "tester-scaled"):
+        raise ValueError(f"preset {name!r} is built from a test tree (spyre_adapters.testers)")
     if name not in presets:
         raise ValueError(f"unknown size preset {name!r}; known: {', '.join(presets)}")
     return presets[name]
@@ -128,6 +143,86 @@ def triage_worker(
     return [r.to_json() for r in results]
 
 
+def tester_worker(
+    file: str, releases: list[str], preset: str, layout_checks: bool, tree: str
+) -> list[dict[str, Any]]:
+    """The work of one isolated worker over a test tree: triage every model type the model
+    testers of test file ``file`` build, at ``releases`` (JSON results)."""
+    import torch
+    import transformers
+
+    from spyre_adapters.families import FamilyBuildError
+    from spyre_adapters.testers import build_entry, testers_in_file
+    from spyre_adapters.triage import triage
+
+    torch.set_num_threads(1)
+    transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    folder = Path(file).parent.name
+    try:
+        entries = testers_in_file(Path(tree), file)
+    except Exception as exc:
+        text = f"{file}: the test file does not import: {type(exc).__name__}: {exc}"
+        return [
+            TriageResult(folder, r, preset, Category.BUILD_FAILED, text[:500]).to_json()
+            for r in releases
+        ]
+    if not entries:
+        text = f"{file}: no model tester of the file can be made"
+        return [
+            TriageResult(folder, r, preset, Category.BUILD_FAILED, text).to_json() for r in releases
+        ]
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.model_type in seen:
+            continue
+        seen.add(entry.model_type)
+        start = time.perf_counter()
+        try:
+            built = build_entry(entry, scaled=preset == "tester-scaled")
+        except FamilyBuildError as exc:
+            category = (
+                Category.REFERENCE_FAILED
+                if exc.stage in ("forward", "reference")
+                else Category.BUILD_FAILED
+            )
+            share = (time.perf_counter() - start) / max(len(releases), 1)
+            detail = f"{exc} ({entry.file}::{entry.test_class})"
+            out.extend(
+                TriageResult(entry.model_type, r, preset, category, detail, seconds=share).to_json()
+                for r in releases
+            )
+            continue
+        for release in releases:
+            result = triage(built, release, layout_checks=layout_checks, stock_all_gaps=False)
+            result.preset = preset
+            out.append(result.to_json())
+    return out
+
+
+#: The test tree's shared modules every tester file imports (about a minute of imports):
+#: imported once in the fork server workers start from.
+_TESTER_PRELOAD = (
+    "tests.test_modeling_common",
+    "tests.causal_lm_tester",
+    "tests.vlm_tester",
+    "tests.alm_tester",
+    "tests.multimodal_tester",
+)
+
+
+def tester_context(tree: Path) -> Any:
+    """The multiprocessing context of tester workers: a fork server that has imported the
+    test tree's shared modules too (the tree goes first on ``sys.path``)."""
+    from spyre_adapters._isolation import _PRELOAD, isolation_context
+    from spyre_adapters.testers import prepared_tree
+
+    root = str(prepared_tree(tree))
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return isolation_context((*_PRELOAD, *_TESTER_PRELOAD))
+
+
 def isolated_triage(
     family: str,
     releases: Sequence[str],
@@ -136,13 +231,26 @@ def isolated_triage(
     layout_checks: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
     worker: Worker = triage_worker,
+    testers: Path | None = None,
 ) -> list[TriageResult]:
     """Triage ``family`` at ``releases`` in an isolated worker process; a crash, hang or
-    internal error becomes a result with the matching fixed category at every release."""
+    internal error becomes a result with the matching fixed category at every release.
+    With ``testers`` (a test tree), ``family`` is a test file of it (:func:`tester_worker`)."""
     limit = timeout * max(len(releases), 1)
-    outcome: Outcome = run_isolated(
-        worker, (family, list(releases), preset, layout_checks), timeout=limit
-    )
+    if testers is not None:
+        limit *= 2  # a test file may hold more than one model type
+        outcome: Outcome = run_isolated(
+            tester_worker,
+            (family, list(releases), preset, layout_checks, str(testers)),
+            timeout=limit,
+            context=tester_context(testers),
+        )
+        if outcome.status != "ok":
+            family = Path(family).parent.name
+    else:
+        outcome = run_isolated(
+            worker, (family, list(releases), preset, layout_checks), timeout=limit
+        )
     if outcome.status == "ok":
         return [TriageResult.from_json(item) for item in outcome.value]
     category = {
@@ -167,6 +275,8 @@ class SweepReport:
     timeout: float = DEFAULT_TIMEOUT
     wall_seconds: float = 0.0
     adapters: list[str] = field(default_factory=list)
+    generated: list[str] = field(default_factory=list)
+    testers: str | None = None
 
     def result(self, family: str, release: str) -> TriageResult | None:
         for result in self.results:
@@ -185,8 +295,32 @@ class SweepReport:
             counts["enabled"] = sum(1 for r in rows if r.category.enabled)
             counts["built"] = sum(1 for r in rows if r.category.built)
             counts["total"] = len(rows)
+            counts["adapted_generated"] = sum(
+                1 for r in rows if r.category is Category.ADAPTED and self._uses_generated(r)
+            )
             out[release] = counts
         return out
+
+    def _uses_generated(self, result: TriageResult) -> bool:
+        """The adapted run needed a generated adapter: one of them bridged a call."""
+        run = result.adapted
+        names = set(self.generated)
+        return run is not None and any(label.split()[0] in names for label in run.working)
+
+    def left_out(self) -> list[dict[str, str]]:
+        """The model types that are not in the denominator (not built at any release), with
+        their category and why, one per type."""
+        built = {r.family for r in self.results if r.category.built}
+        seen: dict[str, dict[str, str]] = {}
+        for result in sorted(self.results, key=lambda r: (r.family, _order(self, r.release))):
+            if result.family in built or result.family in seen:
+                continue
+            seen[result.family] = {
+                "family": result.family,
+                "category": result.category.value,
+                "detail": result.detail,
+            }
+        return list(seen.values())
 
     def top_blockers(self, limit: int = 15) -> list[dict[str, Any]]:
         """Gaps that stop (family, release) pairs with no adapter, most frequent first."""
@@ -221,8 +355,12 @@ class SweepReport:
             "mean_seconds": round(self.mean_seconds(), 4),
             "versions": _versions(),
             "adapters": list(self.adapters),
+            "generated": list(self.generated),
+            "hand_written": len([a for a in self.adapters if a not in set(self.generated)]),
+            "testers": self.testers,
             "summary": self.summary(),
             "top_blockers": self.top_blockers(),
+            "left_out": self.left_out(),
             "results": [
                 r.to_json()
                 for r in sorted(self.results, key=lambda r: (r.family, _order(self, r.release)))
@@ -246,6 +384,8 @@ class SweepReport:
             timeout=data.get("timeout", DEFAULT_TIMEOUT),
             wall_seconds=data.get("wall_seconds", 0.0),
             adapters=list(data.get("adapters", [])),
+            generated=list(data.get("generated", [])),
+            testers=data.get("testers"),
         )
 
 
@@ -265,13 +405,17 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _adapter_names() -> list[str]:
+def _adapter_names() -> tuple[list[str], list[str]]:
+    """Registered adapter names, and those of them that are generated."""
     try:
         from spyre_adapters import default_registry
 
-        return default_registry().names()
+        registry = default_registry()
     except Exception:  # the sweep still runs (and reports) without a registry
-        return []
+        return [], []
+    names = registry.names()
+    generated = [n for n in names if any(m.generated for m in registry.versions(n))]
+    return names, generated
 
 
 def run_sweep(
@@ -285,13 +429,19 @@ def run_sweep(
     progress: bool = False,
     worker: Worker = triage_worker,
     log: Path | None = None,
+    testers: Path | None = None,
 ) -> SweepReport:
     """Triage every family at every release, ``jobs`` isolated workers at a time (default:
     the number of CPUs). ``progress`` shows a progress bar on stderr; ``log`` appends each
     result as one JSON line as soon as its family is done (to watch or salvage long sweeps);
-    when the log cannot be written the sweep says so on stderr and goes on without it."""
+    when the log cannot be written the sweep says so on stderr and goes on without it.
+
+    With ``testers`` (a Transformers test tree), ``families`` are test files of it
+    (:func:`spyre_adapters.testers.test_files`) and ``preset`` is ``tester`` or
+    ``tester-scaled``; the report's families are the model types their testers build."""
     families = sorted(set(families))
     jobs = max(1, jobs or os.cpu_count() or 1)
+    names, generated = _adapter_names()
     report = SweepReport(
         releases=list(releases),
         families=families,
@@ -299,7 +449,9 @@ def run_sweep(
         layout_checks=layout_checks,
         jobs=jobs,
         timeout=timeout,
-        adapters=_adapter_names(),
+        adapters=names,
+        generated=generated,
+        testers=None if testers is None else str(testers),
     )
     start = time.perf_counter()
     with (
@@ -315,17 +467,39 @@ def run_sweep(
                 layout_checks=layout_checks,
                 timeout=timeout,
                 worker=worker,
+                testers=testers,
             ): family
             for family in families
         }
+        done: dict[str, list[TriageResult]] = {}
         for future in as_completed(futures):
             rows = future.result()
-            report.results.extend(rows)
+            done[futures[future]] = rows
             if log is not None and not _append(log, rows):
                 log = None  # the results are still in the report: the sweep goes on
             advance(futures[future], rows)
+    report.results.extend(_once_per_type(families, done))
+    if testers is not None:
+        report.families = sorted({r.family for r in report.results})
     report.wall_seconds = time.perf_counter() - start
     return report
+
+
+def _once_per_type(units: Sequence[str], done: dict[str, list[TriageResult]]) -> list[TriageResult]:
+    """Each model type's rows once: from the first unit (test file) that built it, else from
+    the first unit that tried."""
+    groups: dict[str, list[list[TriageResult]]] = {}
+    for unit in units:
+        by_type: dict[str, list[TriageResult]] = {}
+        for row in done.get(unit, []):
+            by_type.setdefault(row.family, []).append(row)
+        for family, rows in by_type.items():
+            groups.setdefault(family, []).append(rows)
+    out: list[TriageResult] = []
+    for candidates in groups.values():
+        built = [rows for rows in candidates if any(r.category.built for r in rows)]
+        out.extend((built or candidates)[0])
+    return out
 
 
 def _append(log: Path, rows: list[TriageResult]) -> bool:

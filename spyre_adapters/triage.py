@@ -45,7 +45,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from spyre_adapters.contract import Adapter, ModelEdit
     from spyre_adapters.registry import Registry
     from spyre_sim.catalogue import Release
 
@@ -81,6 +82,7 @@ __all__ = [
     "compare",
     "manifest_skeleton",
     "run_on_device",
+    "step_past",
     "suggest_manifest",
     "triage",
     "triage_family",
@@ -194,6 +196,14 @@ class DeviceRun:
     not_applied: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     all_gaps_listed: bool = False
+    bridged: dict[str, int] = field(default_factory=dict)
+    idle: list[str] = field(default_factory=list)
+
+    @property
+    def working(self) -> list[str]:
+        """The adapters applied, without the op bridges that computed no call in this run
+        (a bridge matches every model, and changes only a model that reaches its ops)."""
+        return [a for a in self.adapters if a not in self.idle]
 
     @property
     def ok(self) -> bool:
@@ -263,6 +273,8 @@ class TriageResult:
                 not_applied=dict(raw.get("not_applied", {})),
                 seconds=raw.get("seconds", 0.0),
                 all_gaps_listed=raw.get("all_gaps_listed", False),
+                bridged=dict(raw.get("bridged", {})),
+                idle=list(raw.get("idle", [])),
             )
 
         return cls(
@@ -391,8 +403,11 @@ def _prepared_copy(
     registry: Registry | None,
     adapters: bool,
     auto_retire: bool,
-) -> tuple[nn.Module, list[str], dict[str, str]]:
+    extra: Sequence[tuple[str, Adapter]] = (),
+) -> tuple[nn.Module, list[str], dict[str, str], list[ModelEdit]]:
     import torch
+
+    from spyre_adapters.contract import ModelEdit
 
     model = copy.deepcopy(built.model).to(torch.float16)
     names: list[str] = []
@@ -406,7 +421,13 @@ def _prepared_copy(
         at = prepared.release
         not_applied.update(dict.fromkeys(prepared.retired, f"retired at {at}"))
         not_applied.update(dict.fromkeys(prepared.out_of_range, f"out of range at {at}"))
-    return model, names, not_applied
+    edits: list[ModelEdit] = []
+    for label, adapter in extra:
+        edit = ModelEdit(model)
+        edits.append(edit)
+        adapter.apply(model, edit)
+        names.append(label)
+    return model, names, not_applied, edits
 
 
 def run_on_device(
@@ -418,13 +439,24 @@ def run_on_device(
     layout_checks: bool = True,
     list_all_gaps: bool = True,
     auto_retire: bool = True,
+    extra: Sequence[tuple[str, Adapter]] = (),
+    modes: Sequence[AbstractContextManager[Any]] = (),
 ) -> DeviceRun:
     """Run ``built`` on the device at ``release`` (a name, or a release object), in fp16,
     stock or with the adapters resolved by ``registry`` (default: the installed ones), and
-    compare with the CPU reference."""
+    compare with the CPU reference.
+
+    ``extra``: ``(label, adapter)`` pairs applied after the resolved ones (an adapter that is
+    not installed yet, e.g. the op bridges ``spyre-adapters bridge`` is validating), named by
+    their labels in ``adapters``; ``modes``: context managers (torch modes) entered around the
+    device forward only.
+    """
     start = time.perf_counter()
+    edits: list[ModelEdit] = []
     try:
-        model, names, not_applied = _prepared_copy(built, release, registry, adapters, auto_retire)
+        model, names, not_applied, edits = _prepared_copy(
+            built, release, registry, adapters, auto_retire, extra
+        )
     except Exception as exc:
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return DeviceRun(
@@ -433,8 +465,12 @@ def run_on_device(
             seconds=time.perf_counter() - start,
         )
     try:
-        return _device_run(built, model, release, names, not_applied, layout_checks, list_all_gaps)
+        return _device_run(
+            built, model, release, names, not_applied, layout_checks, list_all_gaps, modes, registry
+        )
     finally:
+        for edit in reversed(edits):
+            edit.rollback()
         if adapters:  # adapters may rebind module-level functions: undo before the next run
             from spyre_adapters import restore
 
@@ -449,16 +485,30 @@ def _device_run(
     not_applied: dict[str, str],
     layout_checks: bool,
     list_all_gaps: bool,
+    modes: Sequence[AbstractContextManager[Any]] = (),
+    registry: Registry | None = None,
 ) -> DeviceRun:
     from spyre_sim import telemetry
 
     start = time.perf_counter()
     error: RunError | None = None
     output: torch.Tensor | None = None
+    from spyre_adapters.library.op_bridge import observe, op_name
+
+    bridged: dict[str, int] = {}
+
+    def count(op: Any, args: Any, kwargs: Any) -> None:
+        name = op_name(op)
+        bridged[name] = bridged.get(name, 0) + 1
+
     with _device_mode(release, layout_checks), telemetry.record() as recording:
         try:
             model.to("spyre")
-            output = built.run(model, "spyre").cpu().float()
+            with ExitStack() as entered:
+                entered.enter_context(observe(count))
+                for mode in modes:
+                    entered.enter_context(mode)
+                output = built.run(model, "spyre").cpu().float()
         except Exception as exc:
             error = _error_of(exc)
     snapshot: dict[str, Any] = recording.snapshot
@@ -471,6 +521,8 @@ def _device_run(
         adapters=names,
         not_applied=not_applied,
         all_gaps_listed=error is None,
+        bridged=dict(sorted(bridged.items())),
+        idle=_idle_bridges(model, names, bridged, registry),
     )
     if output is not None:
         run.comparison = compare(built.kind, built.reference, output)
@@ -480,7 +532,34 @@ def _device_run(
     return run
 
 
-def _past(release: Release, error: RunError, layout: bool) -> Release:
+def _idle_bridges(
+    model: nn.Module,
+    names: Sequence[str],
+    bridged: Mapping[str, int],
+    registry: Registry | None,
+) -> list[str]:
+    """The applied op-bridge adapters (``name version`` labels) none of whose ops was bridged."""
+    from spyre_adapters import default_registry
+    from spyre_adapters.preparation import applied
+
+    records = applied(model)
+    labels = {f"{r.name} {r.version}" for r in records}
+    registry = default_registry() if registry is None else registry
+    idle = []
+    for label in names:
+        if label not in labels:
+            continue
+        name, _, version = label.partition(" ")
+        try:
+            manifest = registry.get(name, version)
+        except Exception:
+            continue
+        if manifest.bridges and not any(b.op in bridged for b in manifest.bridges):
+            idle.append(label)
+    return idle
+
+
+def step_past(release: Release, error: RunError, layout: bool) -> Release:
     """``release`` with the gap of ``error`` turned into a host fallback (op rules) or switched
     off (layout rules), so a triage run can continue past it and meet the next gap."""
     import dataclasses
@@ -533,7 +612,7 @@ def _all_gaps(
     complete = False
     last_exc: BaseException | None = None
     for _ in range(MAX_GAPS_LISTED):
-        current = _past(current, raised[-1], raised[-1].type == "SpyreLayoutError")
+        current = step_past(current, raised[-1], raised[-1].type == "SpyreLayoutError")
         with _device_mode(current, layout_checks), telemetry.record() as recording:
             try:
                 model.to("spyre")
@@ -585,7 +664,7 @@ def classify(
     if adapted.error is not None and adapted.error.kind == "prepare":
         return Category.ADAPTER_FAILED, adapted.error.message.splitlines()[0]
     if adapted.ok:
-        used = ", ".join(adapted.adapters) or "no adapter"
+        used = ", ".join(adapted.working) or "no adapter"
         return Category.ADAPTED, f"runs and matches the CPU with {used}"
     return _failed(adapted, bridging, with_adapters=True)
 

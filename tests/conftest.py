@@ -7,6 +7,9 @@ from types import ModuleType
 
 import pytest
 
+# tests/data holds inputs of the tests (a model test tree among them), not tests of this project
+collect_ignore_glob = ["data/*"]
+
 
 @pytest.fixture
 def spyre() -> Iterator[ModuleType]:

@@ -32,6 +32,7 @@ SUBCOMMANDS: dict[str, bool] = {
     "pin": True,
     "check": True,
     "triage": False,
+    "bridge": False,
     "sweep": False,
     "new": False,
 }

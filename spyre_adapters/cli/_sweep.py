@@ -14,6 +14,10 @@ line per result as soon as its family is done, to watch a long sweep or salvage 
 started afresh by each sweep). ``--json FILE``, ``--html FILE`` and ``--log FILE`` put one of
 them elsewhere (``--log`` appends). Every path is checked before the first family runs.
 
+``--testers DIR`` takes configs and inputs from the model testers of a Transformers test tree
+(one worker per test file; :mod:`spyre_adapters.testers`), scaled to realistic widths unless
+``--tiny``: the denominator of the types Transformers' own tests build.
+
 For sweeps across machines use the pytest items instead (same workers, same classification)::
 
     pytest -p pytest_spyre.sweep_items --sweep-out DIR -n auto
@@ -60,6 +64,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("--tiny", action="store_true", help="Transformers' tiny tester sizes")
     parser.add_argument(
+        "--testers",
+        type=Path,
+        metavar="DIR",
+        help="a Transformers test tree: configs and inputs from its model testers, one worker "
+        "per test file (FAMILY arguments name test folders); scaled to realistic widths "
+        "unless --tiny",
+    )
+    parser.add_argument(
         "--no-layout-checks", dest="layout_checks", action="store_false", help="layout rules off"
     )
     parser.add_argument("--jobs", "-j", type=int, default=None, help="workers (default: CPUs)")
@@ -103,15 +115,29 @@ def run(args: argparse.Namespace) -> int:
     from spyre_adapters.families import candidate_families
     from spyre_adapters.sweep import default_releases, report_tables, run_sweep
 
-    known = candidate_families()
-    families = list(args.families) or known
-    unknown = [f for f in families if f not in known]
-    if unknown:
-        diagnose(
-            f"error: unknown families {', '.join(map(repr, unknown))}: not model types with a "
-            "base model in the installed Transformers"
-        )
-        return ExitCode.USAGE
+    if args.testers is not None:
+        from spyre_adapters.testers import test_files
+
+        if not (args.testers / "tests" / "models").is_dir():
+            diagnose(f"error: --testers {args.testers}: no tests/models folder in it")
+            return ExitCode.USAGE
+        files = test_files(args.testers)
+        folders = set(args.families)
+        families = [f for f in files if not folders or f.split("/")[2] in folders]
+        missing = sorted(folders - {f.split("/")[2] for f in files})
+        if missing:
+            diagnose(f"error: no test folder {', '.join(map(repr, missing))} in {args.testers}")
+            return ExitCode.USAGE
+    else:
+        known = candidate_families()
+        families = list(args.families) or known
+        unknown = [f for f in families if f not in known]
+        if unknown:
+            diagnose(
+                f"error: unknown families {', '.join(map(repr, unknown))}: not model types with "
+                "a base model in the installed Transformers"
+            )
+            return ExitCode.USAGE
     releases = list(args.stack) if args.stack else default_releases()
     bad = [r for r in releases if r not in default_releases()]
     if bad:
@@ -138,12 +164,13 @@ def run(args: argparse.Namespace) -> int:
     report = run_sweep(
         families,
         releases,
-        preset="tiny" if args.tiny else "realistic",
+        preset=_preset(args),
         layout_checks=args.layout_checks,
         jobs=args.jobs,
         timeout=args.timeout,
         progress=args.progress,
         log=log,
+        testers=args.testers,
     )
     document = report.to_json()
     json_text = json.dumps(document, indent=1) + "\n"
@@ -160,6 +187,12 @@ def run(args: argparse.Namespace) -> int:
     for text in to_print:
         sys.stdout.write(text)
     return ExitCode.OK
+
+
+def _preset(args: argparse.Namespace) -> str:
+    if args.testers is not None:
+        return "tester" if args.tiny else "tester-scaled"
+    return "tiny" if args.tiny else "realistic"
 
 
 def _outputs(args: argparse.Namespace) -> tuple[Path, Path, Path]:

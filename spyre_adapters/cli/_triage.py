@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from spyre_adapters.cli._context import registry_for
@@ -57,6 +58,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="keep Transformers' own tiny tester sizes (not stick aligned) instead of realistic "
         "hardware sizes",
+    )
+    parser.add_argument(
+        "--testers",
+        type=Path,
+        metavar="DIR",
+        help="a Transformers test tree: take the family's config and inputs from its model "
+        "tester (scaled to realistic widths unless --tiny)",
     )
     parser.add_argument(
         "--no-layout-checks",
@@ -158,8 +166,16 @@ def run(args: argparse.Namespace) -> int:
     registry = registry_for(args)
     releases = [release_of(r, registry.catalogue) for r in _releases(args)]
     preset = TINY if args.tiny else REALISTIC
+    if args.testers is not None and not (args.testers / "tests" / "models").is_dir():
+        diagnose(f"error: --testers {args.testers}: no tests/models folder in it")
+        return ExitCode.USAGE
     try:
-        built = build_family(args.family, preset=preset)
+        if args.testers is not None:
+            from spyre_adapters.testers import build_from_tester
+
+            built = build_from_tester(args.family, args.testers, scaled=not args.tiny)
+        else:
+            built = build_family(args.family, preset=preset)
     except FamilyBuildError as exc:
         diagnose(f"error: {exc}")
         return ExitCode.FINDINGS
@@ -178,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
         "schema_version": 1,
         "kind": "triage",
         "family": args.family,
-        "preset": preset.name,
+        "preset": built.preset.name,
         "layout_checks": args.layout_checks,
         "results": [r.to_json() for r in results],
     }

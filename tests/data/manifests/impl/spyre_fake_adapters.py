@@ -88,3 +88,12 @@ fails = FailsHalfway()
 never = NeverMatches()
 match_raises = MatchRaises()
 not_an_adapter = object()
+
+
+def _histc_bridge() -> object:
+    from spyre_adapters.library.op_bridge import OpBridge
+
+    return OpBridge({"aten.histc.default": "rewrite"})
+
+
+histc_rewrite = _histc_bridge()

@@ -1,0 +1,199 @@
+"""Generate the built-in op bridges from what stops the families of a sweep.
+
+For every family that a sweep found built but not enabled at a release (or the families
+given), runs the bridge loop (``spyre-adapters bridge``) in an isolated worker at each
+release asked, with the hand-written adapters only, so every op that stops a family is met.
+Then, per op bridged anywhere: the captured arguments of every family that reached it are the
+samples, the candidates are validated on them (and on variants of other shapes and dtypes) at
+every release of the catalogue where the op does not lower, and one generated adapter version
+is written per stretch of releases with the same first holding candidate
+(``manifests/bridge-*/`` and ``spyre_adapters/library/bridge_*.py``), listing as verified the
+families the loop made run and match the CPU with that op bridged.
+
+    python .ci/generate_bridges.py --sweep sweep-out/sweep.json --stack 2026.05 --stack 2026.09
+    python .ci/generate_bridges.py --family olmoe --family t5 --stack 2026.09 --dry-run
+    python .ci/generate_bridges.py --sweep S.json --stack 2026.09 --save loops/ --dry-run
+    python .ci/generate_bridges.py --load loops/ --load more-loops/   # plan and write only
+
+A version recorded as released (``manifests/released.sha256``) is never rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+#: At most this many captured samples per op (the most different signatures first).
+MAX_SAMPLES = 6
+
+
+def _families(args: argparse.Namespace) -> list[str]:
+    if args.family:
+        return sorted(set(args.family))
+    data = json.loads(Path(args.sweep).read_text("utf-8"))
+    wanted = set(args.stack)
+    picked = {
+        r["family"]
+        for r in data["results"]
+        if r["release"] in wanted
+        and not r["enabled"]
+        and r["category"]
+        not in ("build-failed", "reference-failed", "worker-crashed", "worker-timeout")
+    }
+    return sorted(picked)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from spyre_adapters._isolation import run_isolated
+    from spyre_adapters.bridge import bridge_worker, load_samples
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweep", type=Path, help="a sweep JSON: its non-enabled families")
+    parser.add_argument("--family", action="append", help="model type (instead of --sweep)")
+    parser.add_argument("--stack", action="append", required=True, help="release; repeatable")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=600.0, help="s per family")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    parser.add_argument(
+        "--save", type=Path, help="save the loop results and captured samples in this folder"
+    )
+    parser.add_argument(
+        "--load",
+        type=Path,
+        action="append",
+        help="plan and write from folders written by --save instead of running loops",
+    )
+    args = parser.parse_args(argv)
+    if args.load:
+        rows, samples = _load(args.load)
+        return write(rows, samples, dry_run=args.dry_run)
+    if not args.family and args.sweep is None:
+        parser.error("give --sweep or --family")
+    families = _families(args)
+    print(f"{len(families)} families at {', '.join(args.stack)}", file=sys.stderr)
+    start = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    samples: dict[str, list[Any]] = {}
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = {
+            pool.submit(
+                run_isolated,
+                bridge_worker,
+                (family, list(args.stack), "realistic", True, True),
+                timeout=args.timeout,
+            ): family
+            for family in families
+        }
+        for count, future in enumerate(as_completed(futures), 1):
+            family = futures[future]
+            outcome = future.result()
+            if outcome.status != "ok":
+                print(
+                    f"[{count}/{len(families)}] {family}: worker {outcome.status}", file=sys.stderr
+                )
+                continue
+            for result, data in outcome.value:
+                rows.append(result)
+                for op, found in load_samples(data).items():
+                    samples.setdefault(op, []).extend(found)
+                print(
+                    f"[{count}/{len(families)}] {family} {result['release']}: "
+                    f"{result['outcome']} {result['table']}",
+                    file=sys.stderr,
+                )
+    print(f"loops: {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    if args.save is not None:
+        import torch
+
+        args.save.mkdir(parents=True, exist_ok=True)
+        (args.save / "rows.json").write_text(json.dumps(rows, indent=1), "utf-8")
+        torch.save(samples, args.save / "samples.pt")
+    return write(rows, samples, dry_run=args.dry_run)
+
+
+def _load(folders: list[Path]) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
+    import torch
+
+    rows: list[dict[str, Any]] = []
+    samples: dict[str, list[Any]] = {}
+    for folder in folders:
+        rows.extend(json.loads((folder / "rows.json").read_text("utf-8")))
+        for op, found in torch.load(folder / "samples.pt", weights_only=False).items():
+            samples.setdefault(op, []).extend(found)
+    return rows, samples
+
+
+def _pick(found: list[Any]) -> list[Any]:
+    seen: dict[str, Any] = {}
+    for sample in found:
+        seen.setdefault(sample.signature, sample)
+    return list(seen.values())[:MAX_SAMPLES]
+
+
+def _renumber(versions: list[Any]) -> list[Any]:
+    """Versions 1.0.0, 1.1.0, ... in order, once the ones without a family are left out; a
+    version's ``stacks`` range stays what its own releases make it."""
+    import dataclasses
+
+    return [dataclasses.replace(v, version=f"1.{i}.0") for i, v in enumerate(versions)]
+
+
+def write(rows: list[dict[str, Any]], samples: dict[str, list[Any]], *, dry_run: bool) -> int:
+    import spyre_sim
+    from spyre_adapters.generation import NOT_NEEDED, plan_versions, versions_of, write_builtin
+    from spyre_adapters.stacks import default_catalogue, is_lasting
+
+    catalogue = default_catalogue()
+    releases = [spyre_sim.resolve_stack(r.name) for r in catalogue.releases]
+    gaps: dict[str, str] = {}
+    families: dict[str, dict[str, list[str]]] = {}  # op -> release -> families verified
+    for row in rows:
+        for item in row["bridged"]:
+            if item["adapter"] is None:
+                gaps.setdefault(item["op"], item["gap"])
+        if row["outcome"] == "bridged":
+            for op in row["table"]:
+                at = families.setdefault(op, {}).setdefault(row["release"], [])
+                at.append(row["family"])
+    versions = []
+    for op in sorted(samples):
+        if not families.get(op):
+            print(f"{op}: bridged, but no family ran and matched with it: not written")
+            continue
+        plans, failed = plan_versions(op, _pick(samples[op]), releases)
+        made = versions_of(
+            op,
+            gaps[op],
+            is_lasting(catalogue, gaps[op]),
+            plans,
+            families[op],
+            catalogue,
+            failed=failed,
+        )
+        kept = [v for v in made if v.families]
+        for version in made:
+            note = "" if version.families else "  (no family verified at its releases: not written)"
+            print(
+                f"{version.name} {version.version}: {op} {version.candidate} {version.stacks} "
+                f"families={list(version.families)}{note}"
+            )
+        made = _renumber(kept)
+        for release, why in failed.items():
+            if why != NOT_NEEDED:
+                print(f"  {op} at {release}: no candidate ({why[:160]})")
+        versions.extend(made)
+    if dry_run:
+        return 0
+    written = write_builtin(versions, ROOT / "manifests", ROOT / "spyre_adapters" / "library")
+    print(f"wrote {len(written)} files")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""Every generated built-in op bridge passes the bar of a hand-written adapter: the adapted
+model computes what the stock model computes on the CPU, and on the device at a release in its
+range the family it lists runs and matches the CPU with it, and is stopped without it."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+
+from spyre_adapters import build_registry, builtin
+from spyre_adapters.contract import ModelEdit
+from spyre_adapters.families import BuiltFamily, FamilyBuildError, build_family
+from spyre_adapters.manifest import Manifest
+from spyre_adapters.registry import Registry
+from spyre_adapters.triage import run_on_device
+
+REGISTRY = build_registry(entry_points=False, plugins=[builtin])
+GENERATED = [m for m in REGISTRY.manifests() if m.generated]
+#: The releases the generator ran the families at (`.ci/generate_bridges.py --stack ...`).
+VERIFIED_AT = ("2026.05", "2026.09")
+#: The versions whose range holds such a release, with a verified family (one device run each).
+ON_DEVICE = [
+    m for m in GENERATED if m.families and any(r in VERIFIED_AT for r in m.bridges[0].releases)
+]
+
+
+def test_generated_bridges_are_counted_apart_and_hand_written_ones_stay_few() -> None:
+    hand_written = {m.name for m in REGISTRY.manifests() if not m.generated}
+    assert len(hand_written) <= 20
+    for manifest in GENERATED:
+        assert manifest.name.startswith("bridge-")
+        assert manifest.bridges
+        assert manifest.order == 300
+
+
+def first_family(manifest: Manifest) -> BuiltFamily:
+    """The first family the manifest lists that the installed Transformers builds (the
+    families were verified with another Transformers release than the tests may run with)."""
+    from transformers import CONFIG_MAPPING
+
+    for family in manifest.families:
+        if family not in CONFIG_MAPPING:
+            continue
+        try:
+            return build_family(family)
+        except FamilyBuildError:
+            continue
+    pytest.skip(f"no family {manifest.label} lists builds with the installed Transformers")
+
+
+@pytest.mark.parametrize("manifest", GENERATED, ids=lambda m: m.label)
+def test_same_output_as_the_stock_model_on_the_cpu(manifest: Manifest) -> None:
+    built = first_family(manifest)
+    model = copy.deepcopy(built.model)
+    edit = ModelEdit(model)
+    manifest.load().apply(model, edit)
+    assert edit.touched
+    torch.testing.assert_close(built.run(model), built.reference)
+
+
+def _without(name: str) -> Registry:
+    reduced = Registry(REGISTRY.catalogue)
+    reduced.add_all((m for m in REGISTRY.manifests() if m.name != name), source="test")
+    return reduced
+
+
+@pytest.mark.parametrize("manifest", ON_DEVICE, ids=lambda m: m.label)
+def test_its_family_runs_with_it_on_the_device_and_stops_without_it(manifest: Manifest) -> None:
+    (bridge,) = manifest.bridges
+    built = first_family(manifest)
+    # the families were verified at the releases the generator ran (2026.05, 2026.09)
+    tried = [r for r in reversed(bridge.releases) if r in VERIFIED_AT]
+    assert tried, bridge.releases
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for release in tried:
+            kept = run_on_device(
+                built, release, adapters=True, registry=REGISTRY, list_all_gaps=False
+            )
+            if kept.ok:
+                break
+        assert kept.ok, (release, kept.error, kept.comparison)
+        assert f"{manifest.name} {manifest.version}" in kept.adapters
+        gone = run_on_device(
+            built, release, adapters=True, registry=_without(manifest.name), list_all_gaps=False
+        )
+    assert not gone.ran
+    assert gone.error is not None
+    assert gone.error.op == bridge.op

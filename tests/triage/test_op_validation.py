@@ -1,0 +1,96 @@
+"""Validating a bridge candidate on the device against the CPU: what holds, what is rejected,
+and the variants of other shapes and dtypes."""
+
+from __future__ import annotations
+
+import torch
+
+import spyre_sim
+from spyre_adapters.op_validation import TOLERANCE, Sample, validate, variants
+
+A = torch.ops.aten
+R = spyre_sim.resolve_stack("2026.09")
+
+
+def captured(*args: object) -> Sample:
+    return Sample("captured in a test", tuple(args), {}, captured=True)
+
+
+def test_a_decomposition_that_holds_holds_on_every_variant() -> None:
+    sample = captured(torch.randn(2, 8, 64).half())
+    verdict = validate(A.isinf.default, "decomposition", [sample, *variants(sample)], R)
+    assert verdict.holds, verdict.reason
+    labels = [c.label for c in verdict.checks]
+    assert labels == [
+        "captured in a test",
+        "fresh values",
+        "special values",
+        "sizes doubled",
+        "sizes + 1",
+        "bfloat16",
+    ]
+    assert [c.signature for c in verdict.checks][3:5] == [
+        "float16[4, 16, 128]",
+        "float16[3, 9, 65]",
+    ]
+
+
+def test_a_candidate_that_raises_at_the_release_is_rejected() -> None:
+    sample = captured(torch.randn(1, 64, 4, 4).half(), [8, 8], None)
+    verdict = validate(A.upsample_nearest2d.vec, "decomposition", [sample], R)
+    assert not verdict.holds
+    assert verdict.checks[0].outcome == "raises"
+    assert "does not lower at 2026.09" in verdict.reason
+
+
+def test_a_candidate_that_differs_on_special_values_is_rejected() -> None:
+    # the decomposition of max pooling picks other indices among ties and NaN
+    sample = captured(torch.randn(1, 64, 8, 8).half(), [3, 3], [2, 2], [1, 1])
+    verdict = validate(
+        A.max_pool2d_with_indices.default, "decomposition", [sample, *variants(sample)], R
+    )
+    assert not verdict.holds
+    failed = [c for c in verdict.checks if c.outcome == "mismatch"]
+    assert failed
+    assert "exact match required" in failed[0].detail
+    assert validate(A.max_pool2d_with_indices.default, "host", [sample, *variants(sample)], R).holds
+
+
+def test_integer_results_must_be_exact_and_floats_within_the_tolerance() -> None:
+    from spyre_adapters.op_validation import _differ
+
+    assert _differ(torch.tensor([1, 2]), torch.tensor([1, 3])) is not None
+    ref = torch.tensor([1.0, 100.0], dtype=torch.float16)
+    near = ref * (1 + TOLERANCE / 2)
+    assert _differ(ref, near) is None
+    assert _differ(ref, ref * (1 + 4 * TOLERANCE)) is not None
+    assert _differ((ref, torch.tensor([0])), (ref,)) is not None
+    assert _differ(torch.tensor([float("nan")]), torch.tensor([float("nan")])) is None
+
+
+def test_a_captured_call_the_cpu_kernel_refuses_rejects_the_candidate() -> None:
+    sample = captured(torch.randn(3, 4).half(), torch.randn(5, 6).half())
+    verdict = validate(A.mm.default, "host", [sample], R)
+    assert not verdict.holds
+    assert "the CPU kernel refuses the captured call" in verdict.reason
+
+
+def test_variants_keep_index_ranges_and_sorted_offsets() -> None:
+    offsets = torch.tensor([3, 5, 5, 16], dtype=torch.int32)  # ends at the row count, 16
+    rows = torch.randn(16, 64).half()
+    sample = captured(rows, offsets)
+    for variant in variants(sample):
+        x, offs = variant.args
+        assert bool((offs.diff() >= 0).all()), variant.label
+        assert int(offs[-1]) == x.shape[0], variant.label
+    ids = torch.tensor([0, 3, 1, 2])
+    for variant in variants(captured(torch.randn(4, 64).half(), ids)):
+        values = variant.args[1]
+        assert int(values.min()) >= 0
+        assert int(values.max()) <= 3 or variant.label.startswith("sizes")
+
+
+def test_bfloat16_variant_only_where_the_release_stores_it() -> None:
+    sample = captured(torch.randn(4, 64).half())
+    assert "bfloat16" in [v.label for v in variants(sample)]
+    assert "bfloat16" not in [v.label for v in variants(sample, bf16=False)]

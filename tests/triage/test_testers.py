@@ -1,0 +1,85 @@
+"""Families built from the model testers of a Transformers test tree (a small tree of our own
+here; the real one when SPYRE_TRANSFORMERS_TESTS names it), and the sweep over such a tree."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from spyre_adapters.sweep import isolated_triage, run_sweep
+from spyre_adapters.triage import Category
+
+TREE = Path(__file__).resolve().parents[1] / "data" / "testers" / "tree"
+FILE = "tests/models/tinyllama/test_modeling_tinyllama.py"
+
+
+def test_test_files_of_a_tree() -> None:
+    from spyre_adapters.testers import test_files
+
+    assert test_files(TREE) == [FILE]
+
+
+@pytest.mark.parametrize(("preset", "width"), [("tester", 32), ("tester-scaled", 256)])
+def test_a_tester_file_is_triaged_in_a_worker(preset: str, width: int) -> None:
+    (result,) = isolated_triage(FILE, ["2026.09"], preset=preset, testers=TREE, timeout=300)
+    assert result.family == "llama"
+    assert result.preset == preset
+    assert result.category.built, result.detail
+    assert result.kind == "causal-lm"
+    assert result.fit == f"tester:{FILE}::TinyLlamaModelTest"
+    assert result.adapted is not None or result.category is Category.NATIVE
+    if width == 32:  # the tester's own sizes are not stick aligned: padding adapters apply
+        assert result.adapted is not None
+        assert any(a.startswith("stick-align-padding") for a in result.adapted.adapters)
+
+
+def test_the_sweep_over_a_tree_reports_model_types(tmp_path: Path) -> None:
+    report = run_sweep([FILE], ["2026.09"], preset="tester-scaled", testers=TREE, jobs=1)
+    assert report.families == ["llama"]
+    assert report.testers == str(TREE)
+    document = report.to_json()
+    assert document["testers"] == str(TREE)
+    assert document["left_out"] == []
+    assert document["summary"]["2026.09"]["built"] == 1
+
+
+def test_a_file_whose_testers_cannot_be_made_is_left_out_with_the_reason(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    folder = tree / "tests" / "models" / "broken"
+    folder.mkdir(parents=True)
+    (tree / "src" / "transformers").mkdir(parents=True)
+    (tree / "src" / "transformers" / "__init__.py").write_text("")
+    for package in (tree / "tests", tree / "tests" / "models", folder):
+        (package / "__init__.py").write_text("")
+    (folder / "test_modeling_broken.py").write_text("raise ImportError('needs timm')\n")
+    report = run_sweep(
+        ["tests/models/broken/test_modeling_broken.py"],
+        ["2026.09"],
+        preset="tester",
+        testers=tree,
+        jobs=1,
+    )
+    (row,) = report.left_out()
+    assert row["family"] == "broken"
+    assert row["category"] == "build-failed"
+    assert "needs timm" in row["detail"]
+
+
+REAL = os.environ.get("SPYRE_TRANSFORMERS_TESTS")
+
+
+@pytest.mark.skipif(not REAL, reason="SPYRE_TRANSFORMERS_TESTS names no Transformers test tree")
+def test_the_real_tree_builds_bert_from_its_tester() -> None:
+    assert REAL is not None
+    from spyre_adapters.testers import test_files
+
+    files = test_files(Path(REAL))
+    bert = next(f for f in files if f.endswith("/bert/test_modeling_bert.py"))
+    (result,) = [
+        r
+        for r in isolated_triage(bert, ["2026.09"], preset="tester", testers=Path(REAL))
+        if r.family == "bert"
+    ]
+    assert result.category.built, result.detail
