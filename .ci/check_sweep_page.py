@@ -75,9 +75,9 @@ document.body.appendChild(out);
 
 def sample_page() -> str:
     """A sweep page with one family per category, so every colour is in the grid."""
-    from spyre_adapters._sweep_html import render
-    from spyre_adapters.sweep import SweepReport
-    from spyre_adapters.triage import Category, TriageResult
+    from spyre_adapters.enablement._sweep_html import render
+    from spyre_adapters.enablement.sweep import SweepReport
+    from spyre_adapters.enablement.triage import Category, TriageResult
 
     results = [
         TriageResult(f"family-{c.value}", "2026.09", "realistic", c, "sample") for c in Category

@@ -50,8 +50,8 @@ def _families(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from spyre_adapters._isolation import run_isolated
-    from spyre_adapters.bridge import bridge_worker, load_samples
+    from spyre_adapters.enablement._isolation import run_isolated
+    from spyre_adapters.enablement.bridge import bridge_worker, load_samples
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", type=Path, help="a sweep JSON: its non-enabled families")
@@ -146,7 +146,12 @@ def _renumber(versions: list[Any]) -> list[Any]:
 
 def write(rows: list[dict[str, Any]], samples: dict[str, list[Any]], *, dry_run: bool) -> int:
     import spyre_sim
-    from spyre_adapters.generation import NOT_NEEDED, plan_versions, versions_of, write_builtin
+    from spyre_adapters.enablement.generation import (
+        NOT_NEEDED,
+        plan_versions,
+        versions_of,
+        write_builtin,
+    )
     from spyre_adapters.stacks import default_catalogue, is_lasting
 
     catalogue = default_catalogue()

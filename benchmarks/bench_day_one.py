@@ -35,7 +35,7 @@ import sys, warnings
 warnings.simplefilter("ignore")
 import transformers
 transformers.logging.set_verbosity_error()
-from spyre_adapters.families import build_family
+from spyre_adapters.enablement.families import build_family
 build_family(sys.argv[1])
 """
 

@@ -1,7 +1,7 @@
 """The full enablement sweep as a separately runnable job, with its timing.
 
-Runs ``spyre_adapters.sweep.run_sweep`` (isolated workers, one per family, ``--jobs`` at a time)
-and writes ``OUT/sweep.json`` (schema in ``spyre_adapters/sweep.py``), ``OUT/sweep.html``,
+Runs ``spyre_adapters.enablement.sweep.run_sweep`` (isolated workers, one per family, ``--jobs`` at a time)
+and writes ``OUT/sweep.json`` (schema in ``spyre_adapters/enablement/sweep.py``), ``OUT/sweep.html``,
 ``OUT/results.jsonl`` (one line per result, as it arrives) and prints, per release, the number
 of model types that are ``native`` or ``adapted``, the wall time and the mean seconds per
 (family, release).
@@ -62,8 +62,8 @@ def left_out(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from spyre_adapters.families import candidate_families
-    from spyre_adapters.sweep import default_releases, run_sweep, write_html
+    from spyre_adapters.enablement.families import candidate_families
+    from spyre_adapters.enablement.sweep import default_releases, run_sweep, write_html
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("sweep-out"))
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.testers is not None:
-        from spyre_adapters.testers import test_files
+        from spyre_adapters.enablement.testers import test_files
 
         families = [
             f for f in test_files(args.testers) if not args.family or f.split("/")[2] in args.family

@@ -1,10 +1,10 @@
 """Differential campaign: drawn configurations of every adapter's families, at every release.
 
 For every family listed by an installed adapter manifest, ``--configs`` configurations are
-drawn (:func:`spyre_adapters.differential.drawn_cases`, seeded: the same cases on every run),
+drawn (:func:`spyre_adapters.enablement.differential.drawn_cases`, seeded: the same cases on every run),
 built from their configs with random weights, and run at every release of the catalogue with
 the adapters the lifecycle resolves there, each compared with the stock model on the CPU
-(:mod:`spyre_adapters.differential`). Each case runs in an isolated worker process.
+(:mod:`spyre_adapters.enablement.differential`). Each case runs in an isolated worker process.
 
 Prints configurations x releases tried, the outcomes (match / raised with a gap / flagged
 miscompile / precision / missed miscompile / silent mismatch / CPU mismatch / error), the same
@@ -29,7 +29,7 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     from spyre_adapters import default_registry
-    from spyre_adapters.differential import (
+    from spyre_adapters.enablement.differential import (
         CaseResult,
         Outcome,
         adapter_families,

@@ -1,11 +1,11 @@
 """The enablement sweep as pytest items, so pytest-xdist can spread it over cores and machines.
 
 One item per (family, release); each runs the same isolated worker as ``spyre-adapters sweep``
-(:func:`spyre_adapters.sweep.isolated_triage`, so the same :func:`~spyre_adapters.triage.classify`)
+(:func:`spyre_adapters.enablement.sweep.isolated_triage`, so the same :func:`~spyre_adapters.enablement.triage.classify`)
 and writes its result to ``DIR/results/<family>@<release>.json``. The item passes whatever the
 verdict (the verdict is data; an item fails only when the sweep machinery itself fails). At the
 end, the controller (never an xdist worker) merges every result file into ``DIR/sweep.json``
-(schema of :mod:`spyre_adapters.sweep`) and ``DIR/sweep.html``, and prints the summary.
+(schema of :mod:`spyre_adapters.enablement.sweep`) and ``DIR/sweep.html``, and prints the summary.
 
 Usage (other test paths are not collected while ``--sweep-out`` is given)::
 
@@ -88,7 +88,7 @@ class SweepItem(pytest.Item):
 
     def runtest(self) -> None:
         from spyre_adapters._outputs import save
-        from spyre_adapters.sweep import isolated_triage
+        from spyre_adapters.enablement.sweep import isolated_triage
 
         config = self.config
         out = Path(config.getoption("--sweep-out")) / "results"
@@ -115,8 +115,8 @@ class SweepItem(pytest.Item):
 
 class _SweepCollector(pytest.Collector):
     def collect(self) -> Iterator[pytest.Item]:
-        from spyre_adapters.families import candidate_families
-        from spyre_adapters.sweep import default_releases
+        from spyre_adapters.enablement.families import candidate_families
+        from spyre_adapters.enablement.sweep import default_releases
 
         config = self.config
         families = _split(config.getoption("--sweep-families")) or candidate_families()
@@ -175,8 +175,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not _enabled(config) or hasattr(config, "workerinput"):
         return  # xdist workers leave the merge to the controller
     from spyre_adapters._outputs import save
-    from spyre_adapters._sweep_html import render
-    from spyre_adapters.sweep import SweepReport, default_releases, load_results
+    from spyre_adapters.enablement._sweep_html import render
+    from spyre_adapters.enablement.sweep import SweepReport, default_releases, load_results
 
     out = Path(config.getoption("--sweep-out"))
     results = load_results(out)

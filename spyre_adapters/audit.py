@@ -1,7 +1,7 @@
 """Audit reports: every adapter's status at a release, the gate findings, and the JSON schema.
 
 An :class:`AuditReport` is what ``spyre-adapters audit`` prints and what
-``spyre_adapters.verify.verify_retirable`` receives; build one with :func:`audit_release`. Gate findings:
+``spyre_adapters.enablement.verify.verify_retirable`` receives; build one with :func:`audit_release`. Gate findings:
 
 - ``overdue`` adapters always fail the gate;
 - with ``strict``, so do scaffolding adapters whose every gap is closed at the release

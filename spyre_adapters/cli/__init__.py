@@ -28,7 +28,7 @@ Import cost: the parser imports every subcommand module at each ``main`` call, s
 imports torch, Transformers or :mod:`spyre_sim` only inside ``run`` (``--version`` and
 ``--help`` import none of them).
 
-``audit --verify`` imports :mod:`spyre_adapters.verify` only when asked (it builds models);
+``audit --verify`` imports :mod:`spyre_adapters.enablement.verify` only when asked (it builds models);
 see :mod:`spyre_adapters.cli._audit` for the verdicts it reports.
 """
 

@@ -8,9 +8,9 @@ R2. ``--waivers FILE`` reads waivers (format in :mod:`spyre_adapters.waivers`), 
 installed is invalid data (exit 3). Older versions that the resolved version supersedes at the
 release are listed with status ``superseded`` (never a gate finding).
 
-``--verify`` runs :func:`spyre_adapters.verify.verify_retirable` (imported only then: it
+``--verify`` runs :func:`spyre_adapters.enablement.verify.verify_retirable` (imported only then: it
 builds models) and adds a ``verification`` list to the document, one
-:meth:`~spyre_adapters.verify.RetirementVerdict.to_json` per retirable or retired adapter:
+:meth:`~spyre_adapters.enablement.verify.RetirementVerdict.to_json` per retirable or retired adapter:
 ``adapter``, ``version``, ``release``, ``verified``, ``outcome`` (``verified``, ``refuted`` or
 ``unproven``), ``detail`` and ``families`` (per family: ``family``, ``evidence``, ``passed``,
 ``detail``). A retirable adapter whose outcome is not ``verified`` is a gate finding.
@@ -162,7 +162,7 @@ def _side(row: AdapterStatus | None) -> str:
 def _verify(
     report: AuditReport, registry: Registry, document: dict[str, Any], tables: list[TableData]
 ) -> int:
-    from spyre_adapters import verify
+    from spyre_adapters.enablement import verify
 
     release = Lifecycle(registry).release(report.release)
     verdicts = list(verify.verify_retirable(report, release, registry))

@@ -2,7 +2,7 @@
 
 Builds FAMILY (realistic sizes; ``--tiny`` for Transformers' tester sizes; ``--testers DIR``
 for the config and inputs of the family's model tester in a Transformers test tree) and runs
-the bridge loop of :mod:`spyre_adapters.bridge` at release R with the resolved adapters: for
+the bridge loop of :mod:`spyre_adapters.enablement.bridge` at release R with the resolved adapters: for
 each op that stops it inside the model scope, the op's real arguments are captured and its
 candidate forms (decompositions, references, rewrites into native ops, the host) are validated
 on the device against the CPU on those arguments and on variants of other shapes and dtypes;
@@ -41,8 +41,8 @@ from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import TableData, add_output_options, diagnose, emit
 
 if TYPE_CHECKING:
-    from spyre_adapters.bridge import BridgeResult
-    from spyre_adapters.generation import GeneratedBridge
+    from spyre_adapters.enablement.bridge import BridgeResult
+    from spyre_adapters.enablement.generation import GeneratedBridge
     from spyre_adapters.registry import Registry
 
 __all__ = ["add_parser", "run"]
@@ -152,7 +152,7 @@ def generated_versions(
     """The adapter versions for the ops bridged in ``result`` (validated at every release of
     the catalogue where the op does not lower)."""
     import spyre_sim
-    from spyre_adapters.generation import plan_versions, versions_of
+    from spyre_adapters.enablement.generation import plan_versions, versions_of
     from spyre_adapters.stacks import is_lasting
 
     catalogue = registry.catalogue
@@ -204,8 +204,8 @@ def _write_tree(target: Path, files: dict[str, str]) -> None:
 def run(args: argparse.Namespace) -> int:
     from transformers import CONFIG_MAPPING
 
-    from spyre_adapters.bridge import bridge_family
-    from spyre_adapters.families import REALISTIC, TINY, FamilyBuildError, build_family
+    from spyre_adapters.enablement.bridge import bridge_family
+    from spyre_adapters.enablement.families import REALISTIC, TINY, FamilyBuildError, build_family
     from spyre_adapters.stacks import release_of
 
     if args.family not in CONFIG_MAPPING:
@@ -234,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     preset = TINY if args.tiny else REALISTIC
     try:
         if args.testers is not None:
-            from spyre_adapters.testers import build_from_tester
+            from spyre_adapters.enablement.testers import build_from_tester
 
             built = build_from_tester(args.family, args.testers, scaled=not args.tiny)
         else:
@@ -252,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
         if not versions:
             diagnose("nothing new was bridged: no package written")
         else:
-            from spyre_adapters.generation import package_files
+            from spyre_adapters.enablement.generation import package_files
 
             files = package_files(
                 versions, package=package, family=args.family, release=release.name

@@ -4,7 +4,7 @@ Creates DIR (default ``./NAME``) holding an installable package that registers t
 the way the built-ins do: ``pyproject.toml`` with the ``spyre_adapters`` entry point, the
 manifest at ``src/PACKAGE/manifests/NAME/0.1.0.toml`` registered by the package's plugin hook,
 an implementation that declines every model until it is written, and a CPU-equivalence test
-(layout in :mod:`spyre_adapters.skeletons`). ``pip install ./DIR`` installs it as is and
+(layout in :mod:`spyre_adapters.enablement.skeletons`). ``pip install ./DIR`` installs it as is and
 ``spyre-adapters list`` lists it; nothing else changes until ``matches()`` is written.
 
 The manifest has the gaps, the families it is meant for, a ``stacks`` range from ``--stack``
@@ -107,8 +107,8 @@ def _requirement() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from spyre_adapters.enablement.skeletons import AdapterPackage, manifest_skeleton, package_files
     from spyre_adapters.manifest import parse_manifest
-    from spyre_adapters.skeletons import AdapterPackage, manifest_skeleton, package_files
 
     registry = registry_for(args)
     catalogue = registry.catalogue

@@ -5,7 +5,7 @@ Transformers with a base model, at every built-in release), each family in its o
 process with a time limit, ``--jobs`` at a time, with a progress bar on stderr. Families that
 do not build from their config are reported as ``build-failed`` / ``reference-failed`` and left
 out of the coverage denominators (``built``). Categories and the JSON schema are documented in
-:mod:`spyre_adapters.sweep`.
+:mod:`spyre_adapters.enablement.sweep`.
 
 Next to the terminal tables, every sweep saves its full results, since a sweep takes minutes
 to hours and the tables keep only the verdicts: ``--out DIR`` (default ``sweep-out``) gets
@@ -15,7 +15,7 @@ started afresh by each sweep). ``--json FILE``, ``--html FILE`` and ``--log FILE
 them elsewhere (``--log`` appends). Every path is checked before the first family runs.
 
 ``--testers DIR`` takes configs and inputs from the model testers of a Transformers test tree
-(one worker per test file; :mod:`spyre_adapters.testers`), scaled to realistic widths unless
+(one worker per test file; :mod:`spyre_adapters.enablement.testers`), scaled to realistic widths unless
 ``--tiny``: the denominator of the types Transformers' own tests build.
 
 For sweeps across machines use the pytest items instead (same workers, same classification)::
@@ -111,12 +111,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from spyre_adapters._sweep_html import render as render_html
-    from spyre_adapters.families import candidate_families
-    from spyre_adapters.sweep import default_releases, report_tables, run_sweep
+    from spyre_adapters.enablement._sweep_html import render as render_html
+    from spyre_adapters.enablement.families import candidate_families
+    from spyre_adapters.enablement.sweep import default_releases, report_tables, run_sweep
 
     if args.testers is not None:
-        from spyre_adapters.testers import test_files
+        from spyre_adapters.enablement.testers import test_files
 
         if not (args.testers / "tests" / "models").is_dir():
             diagnose(f"error: --testers {args.testers}: no tests/models folder in it")

@@ -4,7 +4,7 @@ Builds a small instance of ``FAMILY`` (a Transformers ``model_type``) from its c
 realistic, stick-aligned sizes by default, Transformers' own tiny tester sizes with ``--tiny``
 — and, for each ``--stack`` release (default: the newest built-in one), runs a forward on the
 emulated device stock, then with the adapters the lifecycle resolves there. See
-:mod:`spyre_adapters.triage` for the runs, the comparison with the CPU and the verdicts.
+:mod:`spyre_adapters.enablement.triage` for the runs, the comparison with the CPU and the verdicts.
 
 Output: a verdict per release, every gap met with its module path and the adapters that bridge
 it, the adapted run (adapters applied, cosine, top-1), what still blocks it, and with
@@ -31,7 +31,7 @@ from spyre_adapters.cli._output import TableData, add_output_options, diagnose, 
 from spyre_adapters.stacks import release_of
 
 if TYPE_CHECKING:
-    from spyre_adapters.triage import TriageResult
+    from spyre_adapters.enablement.triage import TriageResult
 
 __all__ = ["add_parser", "run"]
 
@@ -154,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     # torch and Transformers only here: the parser is built for every command
     from transformers import CONFIG_MAPPING
 
-    from spyre_adapters.families import REALISTIC, TINY, FamilyBuildError, build_family
-    from spyre_adapters.triage import build_variants, triage
+    from spyre_adapters.enablement.families import REALISTIC, TINY, FamilyBuildError, build_family
+    from spyre_adapters.enablement.triage import build_variants, triage
 
     if args.family not in CONFIG_MAPPING:
         diagnose(
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     try:
         if args.testers is not None:
-            from spyre_adapters.testers import build_from_tester
+            from spyre_adapters.enablement.testers import build_from_tester
 
             built = build_from_tester(args.family, args.testers, scaled=not args.tiny)
         else:

@@ -6,7 +6,7 @@ lower either. A rewrite here is an exact reformulation with the same signature a
 overload it replaces, written with elementwise ops, comparisons and reductions only, so that
 each op it issues is judged by the release like any other op. Whether a rewrite holds at a
 release is not assumed: ``spyre-adapters bridge`` validates it on the device against the CPU
-kernel before it is chosen (:mod:`spyre_adapters.bridge`).
+kernel before it is chosen (:mod:`spyre_adapters.enablement.bridge`).
 
 Each rewrite is registered under the overload names it implements with :func:`rewrite`;
 :data:`REWRITES` is the table the ``rewrite`` candidate of

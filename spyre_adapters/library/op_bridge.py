@@ -32,7 +32,7 @@ Every op a decomposition, reference or rewrite issues reaches the device and is 
 release like any other op; one that is itself in the table is computed with its own candidate
 (so ``nll_loss`` may decompose into a ``gather`` that runs on the host). Which candidate
 holds for an op at a release is found and validated by ``spyre-adapters bridge``
-(:mod:`spyre_adapters.bridge`), which writes the table of a generated adapter. The mode is a
+(:mod:`spyre_adapters.enablement.bridge`), which writes the table of a generated adapter. The mode is a
 scoped mode of kind ``op-bridge`` (:mod:`spyre_adapters.library._scoped_modes`), so ``restore``
 takes it back with the rest of the edit. Matched by structure: any model, since a bridged op
 changes nothing where the model never reaches it.

@@ -23,8 +23,8 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from spyre_adapters.cli import ExitCode, main
+from spyre_adapters.enablement.skeletons import manifest_skeleton
 from spyre_adapters.manifest import load_manifest
-from spyre_adapters.skeletons import manifest_skeleton
 from spyre_adapters.stacks import default_catalogue
 
 PACKAGE = "spyre_adapter_sort_host"
@@ -287,7 +287,7 @@ def test_new_writes_toml_that_round_trips(tmp_path: Path) -> None:
 
 
 def test_suggested_manifests_round_trip() -> None:
-    from spyre_adapters.triage import GapHit, suggest_manifest
+    from spyre_adapters.enablement.triage import GapHit, suggest_manifest
 
     hit = GapHit("sort", 'aten.sort.default "x"\n', "model.layers.0\nü", 1, raised=True)
     data = tomllib.loads(suggest_manifest("sort", "llama", "2026.05", hit))

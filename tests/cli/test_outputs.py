@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-import spyre_adapters.families
-import spyre_adapters.sweep
+import spyre_adapters.enablement.families
+import spyre_adapters.enablement.sweep
 from spyre_adapters._outputs import OutputPathError, check_directory, check_file, save, write_text
 from spyre_adapters.cli import ExitCode, main
-from spyre_adapters.sweep import SweepReport, run_sweep
-from spyre_adapters.triage import Category, TriageResult
+from spyre_adapters.enablement.sweep import SweepReport, run_sweep
+from spyre_adapters.enablement.triage import Category, TriageResult
 
 FULL = Path("/dev/full")
 needs_dev_full = pytest.mark.skipif(not FULL.exists(), reason="no /dev/full on this system")
@@ -53,7 +53,7 @@ class Sweeps:
 @pytest.fixture
 def sweeps(monkeypatch: pytest.MonkeyPatch) -> Sweeps:
     stand_in = Sweeps()
-    monkeypatch.setattr(spyre_adapters.sweep, "run_sweep", stand_in)
+    monkeypatch.setattr(spyre_adapters.enablement.sweep, "run_sweep", stand_in)
     return stand_in
 
 
@@ -140,7 +140,7 @@ def test_triage_output_is_checked_before_the_model_is_built(
     def no_build(*args: object, **kwargs: object) -> None:
         raise AssertionError("the family was built despite the bad output path")
 
-    monkeypatch.setattr(spyre_adapters.families, "build_family", no_build)
+    monkeypatch.setattr(spyre_adapters.enablement.families, "build_family", no_build)
     bad = tmp_path / "missing" / "t.json"
     code, _, err = cli("triage", "gpt2", "--format", "json", "-o", str(bad))
     assert code == ExitCode.USAGE
@@ -268,7 +268,7 @@ def test_a_log_that_fails_mid_sweep_does_not_stop_it(
     def isolated(family: str, releases: Sequence[str], **_: object) -> list[TriageResult]:
         return [TriageResult(family, r, "realistic", Category.NATIVE, "stand-in") for r in releases]
 
-    monkeypatch.setattr(spyre_adapters.sweep, "isolated_triage", isolated)
+    monkeypatch.setattr(spyre_adapters.enablement.sweep, "isolated_triage", isolated)
     report = run_sweep(["a", "b", "c"], ["2026.05"], jobs=1, log=FULL)
     assert sorted(r.family for r in report.results) == ["a", "b", "c"]
     err = capsys.readouterr().err

@@ -3,7 +3,7 @@ it is applied, with all resolved adapters: the run matches the CPU, raises a dev
 is flagged as a miscompile that no applied adapter claims to bridge. A silent mismatch, a
 missed miscompile or any other error fails.
 
-Drawn by Hypothesis from :data:`spyre_adapters.differential.SPACE` (one key/value head to
+Drawn by Hypothesis from :data:`spyre_adapters.enablement.differential.SPACE` (one key/value head to
 all, head_dim below / at / above a stick, partial rotary, tied embeddings, sliding windows,
 odd vocabularies, batch and sequence sizes that are not multiples of 64, padding masks).
 Derandomized: the same examples on every run, so CI is reproducible. The campaign
@@ -20,14 +20,14 @@ from hypothesis import HealthCheck, assume, event, given, note, settings
 from hypothesis import strategies as st
 
 from spyre_adapters import default_registry
-from spyre_adapters.differential import (
+from spyre_adapters.enablement.differential import (
     adapter_families,
     applied_releases,
     build_case,
     draw_case,
     run_case,
 )
-from spyre_adapters.families import FamilyBuildError
+from spyre_adapters.enablement.families import FamilyBuildError
 
 EXAMPLES_PER_ADAPTER = 3
 

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from spyre_adapters import default_registry
-from spyre_adapters.differential import Outcome, adapter_families, campaign, drawn_cases
+from spyre_adapters.enablement.differential import Outcome, adapter_families, campaign, drawn_cases
 
 pytestmark = pytest.mark.slow
 

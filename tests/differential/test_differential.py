@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from spyre_adapters import Registry, default_registry
-from spyre_adapters.differential import (
+from spyre_adapters.enablement.differential import (
     SPACE,
     Case,
     CaseRun,
@@ -20,7 +20,7 @@ from spyre_adapters.differential import (
     drawn_cases,
     run_case,
 )
-from spyre_adapters.families import FamilyBuildError, Features
+from spyre_adapters.enablement.families import FamilyBuildError, Features
 from spyre_adapters.manifest import parse_manifest
 
 

@@ -12,10 +12,10 @@ import torch
 
 from spyre_adapters import build_registry, builtin
 from spyre_adapters.contract import ModelEdit
-from spyre_adapters.families import BuiltFamily, FamilyBuildError, build_family
+from spyre_adapters.enablement.families import BuiltFamily, FamilyBuildError, build_family
+from spyre_adapters.enablement.triage import run_on_device
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
-from spyre_adapters.triage import run_on_device
 
 REGISTRY = build_registry(entry_points=False, plugins=[builtin])
 GENERATED = [m for m in REGISTRY.manifests() if m.generated]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from spyre_adapters import build_registry, builtin, default_registry
-from spyre_adapters.bridge import bridge_family, installed_bridges, without_generated
 from spyre_adapters.cli import main
-from spyre_adapters.families import TINY, build_family
-from spyre_adapters.generation import (
+from spyre_adapters.enablement.bridge import bridge_family, installed_bridges, without_generated
+from spyre_adapters.enablement.families import TINY, build_family
+from spyre_adapters.enablement.generation import (
     adapter_name,
     manifest_text,
     module_text,
@@ -186,7 +186,7 @@ def test_a_release_that_lowers_the_op_retires_its_bridge_proved_by_audit_verify(
     tmp_path: Path,
 ) -> None:
     from spyre_adapters import Lifecycle, Status
-    from spyre_adapters.verify import Outcome, verify_adapter
+    from spyre_adapters.enablement.verify import Outcome, verify_adapter
 
     registry = default_registry()
     if "bridge-isinf" not in registry:

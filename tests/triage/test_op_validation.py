@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 import spyre_sim
-from spyre_adapters.op_validation import TOLERANCE, Sample, validate, variants
+from spyre_adapters.enablement.op_validation import TOLERANCE, Sample, validate, variants
 
 A = torch.ops.aten
 R = spyre_sim.resolve_stack("2026.09")
@@ -57,7 +57,7 @@ def test_a_candidate_that_differs_on_special_values_is_rejected() -> None:
 
 
 def test_integer_results_must_be_exact_and_floats_within_the_tolerance() -> None:
-    from spyre_adapters.op_validation import _differ
+    from spyre_adapters.enablement.op_validation import _differ
 
     assert _differ(torch.tensor([1, 2]), torch.tensor([1, 3])) is not None
     ref = torch.tensor([1.0, 100.0], dtype=torch.float16)

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from spyre_adapters.sweep import isolated_triage, run_sweep
-from spyre_adapters.triage import Category
+from spyre_adapters.enablement.sweep import isolated_triage, run_sweep
+from spyre_adapters.enablement.triage import Category
 
 TREE = Path(__file__).resolve().parents[1] / "data" / "testers" / "tree"
 FILE = "tests/models/tinyllama/test_modeling_tinyllama.py"
 
 
 def test_test_files_of_a_tree() -> None:
-    from spyre_adapters.testers import test_files
+    from spyre_adapters.enablement.testers import test_files
 
     assert test_files(TREE) == [FILE]
 
@@ -73,7 +73,7 @@ REAL = os.environ.get("SPYRE_TRANSFORMERS_TESTS")
 @pytest.mark.skipif(not REAL, reason="SPYRE_TRANSFORMERS_TESTS names no Transformers test tree")
 def test_the_real_tree_builds_bert_from_its_tester() -> None:
     assert REAL is not None
-    from spyre_adapters.testers import test_files
+    from spyre_adapters.enablement.testers import test_files
 
     files = test_files(Path(REAL))
     bert = next(f for f in files if f.endswith("/bert/test_modeling_bert.py"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spyre_adapters.triage import (
+from spyre_adapters.enablement.triage import (
     MIN_COSINE,
     Category,
     Comparison,

@@ -11,9 +11,9 @@ import tomllib
 
 from spyre_adapters import build_registry, load_manifest
 from spyre_adapters.cli import main
+from spyre_adapters.enablement.triage import Category, classify, manifest_skeleton
 from spyre_adapters.registry import Registry
 from spyre_adapters.stacks import default_catalogue
-from spyre_adapters.triage import Category, classify, manifest_skeleton
 
 RELEASES = ["2026.05", "2026.09"]
 
@@ -42,7 +42,7 @@ def test_triage_llama_at_two_releases(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_triage_json_verdict_is_classify(capsys: pytest.CaptureFixture[str]) -> None:
-    from spyre_adapters.triage import TriageResult
+    from spyre_adapters.enablement.triage import TriageResult
 
     main(["triage", "gpt2", "--stack", "2025.12", "--format", "json"])
     (row,) = json.loads(capsys.readouterr().out)["results"]
@@ -89,7 +89,7 @@ def _only(registry: Registry, name: str, families: tuple[str, ...]) -> Registry:
 
 
 def test_verify_passes_when_the_stack_closed_the_gaps() -> None:
-    from spyre_adapters.verify import verify_adapter
+    from spyre_adapters.enablement.verify import verify_adapter
 
     registry = _only(build_registry(), "rms-norm", ("llama",))
     manifest = registry.get("rms-norm")
@@ -99,7 +99,7 @@ def test_verify_passes_when_the_stack_closed_the_gaps() -> None:
 
 
 def test_verify_fails_and_says_why_when_the_gap_is_open() -> None:
-    from spyre_adapters.verify import verify_adapter
+    from spyre_adapters.enablement.verify import verify_adapter
 
     # head-padding 2.0 computes rotate_half's cuts of heads narrower than 128 as matmuls,
     # which also keeps the rotate-half miscompile away: where stock rotate_half runs (as with
@@ -126,7 +126,7 @@ def test_verify_fails_and_says_why_when_the_gap_is_open() -> None:
 
 
 def test_a_family_blocked_by_another_gap_proves_nothing_either_way() -> None:
-    from spyre_adapters.verify import Evidence, Outcome, verify_adapter
+    from spyre_adapters.enablement.verify import Evidence, Outcome, verify_adapter
 
     # mixtral stops at its MoE router's sort at 2026.09, with or without rms-norm
     registry = _only(build_registry(), "rms-norm", ("llama", "mixtral"))
@@ -151,7 +151,7 @@ def test_a_family_blocked_by_another_gap_proves_nothing_either_way() -> None:
 
 
 def test_an_unbuildable_family_proves_nothing() -> None:
-    from spyre_adapters.verify import Evidence, Outcome, verify_adapter
+    from spyre_adapters.enablement.verify import Evidence, Outcome, verify_adapter
 
     registry = _only(build_registry(), "rms-norm", ("no_such_model_type",))
     verdict = verify_adapter(registry.get("rms-norm"), "2026.09", registry)

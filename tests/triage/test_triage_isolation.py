@@ -14,9 +14,9 @@ from triage_standins import (
     verdict_worker,
 )
 
-from spyre_adapters._isolation import run_isolated
-from spyre_adapters.sweep import isolated_triage, run_sweep
-from spyre_adapters.triage import Category
+from spyre_adapters.enablement._isolation import run_isolated
+from spyre_adapters.enablement.sweep import isolated_triage, run_sweep
+from spyre_adapters.enablement.triage import Category
 
 RELEASES = ["2026.05", "2026.09"]
 

@@ -4,8 +4,8 @@ sizes, and a failing variant is named without changing the category."""
 from __future__ import annotations
 
 from spyre_adapters import Registry, default_registry
-from spyre_adapters.families import MQA, ODD_SIZES, REALISTIC, build_family, variants_for
-from spyre_adapters.triage import Category, TriageResult, build_variants, triage
+from spyre_adapters.enablement.families import MQA, ODD_SIZES, REALISTIC, build_family, variants_for
+from spyre_adapters.enablement.triage import Category, TriageResult, build_variants, triage
 
 
 def _without_contiguous_attention_1_1() -> Registry:

@@ -14,7 +14,7 @@ the candidate was validated at) and its implementation module (:func:`module_tex
 :class:`~spyre_adapters.library.op_bridge.OpBridge`). :func:`write_builtin` writes versions into
 the built-in tree (``manifests/bridge-*/`` and ``spyre_adapters/library/bridge_*.py``), never
 over a version recorded as released; :func:`package_files` lays them out as an installable
-third-party package (the layout of ``spyre-adapters new``, :mod:`spyre_adapters.skeletons`).
+third-party package (the layout of ``spyre-adapters new``, :mod:`spyre_adapters.enablement.skeletons`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import tomli_w
 from spyre_adapters.errors import SpyreAdaptersError
 
 if TYPE_CHECKING:
-    from spyre_adapters.op_validation import Sample, Verdict
+    from spyre_adapters.enablement.op_validation import Sample, Verdict
     from spyre_adapters.stacks import CatalogueLike
     from spyre_sim.catalogue import Release
 
@@ -99,7 +99,7 @@ def plan_versions(
     candidate that holds on ``samples`` (and their variants); consecutive releases with the
     same candidate make one plan. Returns the plans and, per release where none holds (or
     none is needed), why."""
-    from spyre_adapters.bridge import choose_candidate, refuses
+    from spyre_adapters.enablement.bridge import choose_candidate, refuses
     from spyre_adapters.library.op_bridge import resolve_op
 
     overload = resolve_op(op)
@@ -344,8 +344,8 @@ import torch
 
 from spyre_adapters import default_registry
 from spyre_adapters.contract import ModelEdit
-from spyre_adapters.families import build_family
-from spyre_adapters.triage import triage
+from spyre_adapters.enablement.families import build_family
+from spyre_adapters.enablement.triage import triage
 {imports}
 
 ADAPTERS = {{{adapters}}}
@@ -404,8 +404,8 @@ def package_files(
     """An installable distribution holding ``bridges`` (their ``package`` must be
     ``package``): the layout of ``spyre-adapters new`` with one manifest and module per
     version and a test over every bridge."""
-    from spyre_adapters.skeletons import AdapterPackage
-    from spyre_adapters.skeletons import package_files as skeleton_files
+    from spyre_adapters.enablement.skeletons import AdapterPackage
+    from spyre_adapters.enablement.skeletons import package_files as skeleton_files
 
     spec = AdapterPackage(
         name=bridges[0].name,

@@ -33,7 +33,7 @@ _PRELOAD = (
     "transformers.masking_utils",
     "transformers.models.auto.modeling_auto",
     "spyre_sim",
-    "spyre_adapters.triage",
+    "spyre_adapters.enablement.triage",
 )
 
 

@@ -244,8 +244,8 @@ import torch
 
 from spyre_adapters import default_registry
 from spyre_adapters.contract import ModelEdit
-from spyre_adapters.families import BuiltFamily, build_family
-from spyre_adapters.triage import triage
+from spyre_adapters.enablement.families import BuiltFamily, build_family
+from spyre_adapters.enablement.triage import triage
 from {package}.adapter import adapter
 
 #: The model types (Transformers ``model_type``) the adapter is for; once these tests pass for

@@ -1,7 +1,7 @@
 """Triage: what does it take to run a Transformers family on a stack release?
 
 For a family (a ``model_type``) and a release R, :func:`triage_family` builds a small instance
-from its config (:mod:`spyre_adapters.families`), records the CPU reference, and runs a forward
+from its config (:mod:`spyre_adapters.enablement.families`), records the CPU reference, and runs a forward
 on the emulated ``spyre`` device at R twice:
 
 1. **stock**: the model as Transformers ships it (fp16 on the device);
@@ -27,7 +27,7 @@ The verdict is a :class:`Category` computed by :func:`classify`, the one functio
 sweep and the pytest-xdist sweep items share.
 
 **Variants.** A family that is enabled at R (``native`` or ``adapted``) is also run at the size
-variants of :data:`spyre_adapters.families.VARIANTS` that build it differently (one key/value
+variants of :data:`spyre_adapters.enablement.families.VARIANTS` that build it differently (one key/value
 head; a batch of 3 x 13 tokens with a vocabulary of 1000), stock if it is native, adapted if
 it is adapted: a configuration the main preset does not exercise can still give a wrong
 answer (one KV head did). Each is a :class:`VariantCheck` in ``TriageResult.variants``, and a
@@ -49,7 +49,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spyre_adapters.families import (
+from spyre_adapters.enablement.families import (
     REALISTIC,
     VARIANTS,
     BuiltFamily,
@@ -57,7 +57,7 @@ from spyre_adapters.families import (
     SizePreset,
     variants_for,
 )
-from spyre_adapters.skeletons import manifest_skeleton
+from spyre_adapters.enablement.skeletons import manifest_skeleton
 
 if TYPE_CHECKING:
     import torch
@@ -247,7 +247,7 @@ class TriageResult:
         return all(v.ok for v in self.variants)
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON-serialisable data (keys documented in :mod:`spyre_adapters.sweep`)."""
+        """Plain JSON-serialisable data (keys documented in :mod:`spyre_adapters.enablement.sweep`)."""
         data = asdict(self)
         data["category"] = self.category.value
         data["enabled"] = self.category.enabled
@@ -843,9 +843,9 @@ def build_variants(
     family: str, *, preset: SizePreset = REALISTIC, variants: Sequence[SizePreset] = VARIANTS
 ) -> list[BuiltFamily]:
     """``family`` built at each of ``variants`` that builds it differently from ``preset``
-    (:func:`~spyre_adapters.families.variants_for`); variants that do not build are left out.
-    Only :data:`~spyre_adapters.families.REALISTIC` has variants: for another preset, none."""
-    from spyre_adapters.families import build_family
+    (:func:`~spyre_adapters.enablement.families.variants_for`); variants that do not build are left out.
+    Only :data:`~spyre_adapters.enablement.families.REALISTIC` has variants: for another preset, none."""
+    from spyre_adapters.enablement.families import build_family
 
     if preset != REALISTIC:
         return []
@@ -872,7 +872,7 @@ def triage_family(
     """Build ``family`` once (and at its ``variants``, see :func:`build_variants`) and triage
     it at each release. A family that does not build gets ``build-failed`` /
     ``reference-failed`` at every release."""
-    from spyre_adapters.families import build_family
+    from spyre_adapters.enablement.families import build_family
 
     start = time.perf_counter()
     try:

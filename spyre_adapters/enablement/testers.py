@@ -4,17 +4,17 @@ A Transformers test tree (``tests/models/<family>/test_modeling_<family>.py``) h
 family, a test class whose ``setUp`` makes a *model tester*; the tester's
 ``prepare_config_and_inputs_for_common()`` returns a tiny config that the family is known to
 build from, and inputs its forward accepts (token ids, pixels, audio, boxes, time series...).
-That is a better denominator than the generic inputs of :mod:`spyre_adapters.families`, which
+That is a better denominator than the generic inputs of :mod:`spyre_adapters.enablement.families`, which
 cannot feed many audio, multimodal, detection and time-series families.
 
 :func:`testers_in_file` imports one test file from the tree (``tests`` must be importable as the
 tree's own package: the tree's folder goes first on ``sys.path``) and returns, per test class
 with a model tester, the model type and a way to build it; :func:`build_from_tester` builds a
-:class:`~spyre_adapters.families.BuiltFamily` from it: the tester's config, at the tester's
+:class:`~spyre_adapters.enablement.families.BuiltFamily` from it: the tester's config, at the tester's
 own tiny sizes or **scaled** (every width, FFN size, head count and head size set to the
 realistic preset's, the tester's depth, vocabulary, input lengths and inputs kept), the model
 class the sweep compares (the causal LM where the tester has one, else the base model), the
-tester's inputs, and the CPU reference output (the criteria of :mod:`spyre_adapters.families`).
+tester's inputs, and the CPU reference output (the criteria of :mod:`spyre_adapters.enablement.families`).
 
 Which file holds a model type's tester is found by :func:`find_tester_files`: the folder named
 after the model type first, then the files that name the type's config class.
@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from spyre_adapters.families import (
+from spyre_adapters.enablement.families import (
     REALISTIC,
     TINY,
     BuiltFamily,

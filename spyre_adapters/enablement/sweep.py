@@ -5,10 +5,10 @@ process (built once, then triaged at each release) with a time limit, ``jobs`` w
 time, so a crash or a hang costs one family its row (``worker-crashed`` / ``worker-timeout``)
 and never the sweep. The same per-family work is what :mod:`pytest_spyre.sweep_items` runs as
 pytest items distributed by pytest-xdist (across cores or machines); both go through
-:func:`isolated_triage` and :func:`spyre_adapters.triage.classify`.
+:func:`isolated_triage` and :func:`spyre_adapters.enablement.triage.classify`.
 
 With a Transformers test tree (``testers``), the unit of work is a test file: its worker
-builds every model tester of the file (:mod:`spyre_adapters.testers`, the testers' tiny sizes
+builds every model tester of the file (:mod:`spyre_adapters.enablement.testers`, the testers' tiny sizes
 with preset ``tester``, or scaled to realistic widths with ``tester-scaled``) and triages each
 model type it yields; a file none of whose testers builds gives one ``build-failed`` row named
 after its folder. The same model type from two files is kept once (the first file).
@@ -17,7 +17,7 @@ Results: :class:`SweepReport`, written as JSON (:meth:`SweepReport.to_json`), a 
 (:func:`report_tables`) and an offline HTML page (:func:`write_html`).
 
 JSON schema (``schema_version`` 1; keys are only ever added, never renamed; ``category`` values
-are :class:`~spyre_adapters.triage.Category` values, also never renamed)::
+are :class:`~spyre_adapters.enablement.triage.Category` values, also never renamed)::
 
     {
       "schema_version": 1,
@@ -81,10 +81,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spyre_adapters._isolation import Outcome, run_isolated
 from spyre_adapters.cli._output import TableData
-from spyre_adapters.families import REALISTIC, TINY, SizePreset
-from spyre_adapters.triage import Category, TriageResult
+from spyre_adapters.enablement._isolation import Outcome, run_isolated
+from spyre_adapters.enablement.families import REALISTIC, TINY, SizePreset
+from spyre_adapters.enablement.triage import Category, TriageResult
 
 __all__ = [
     "SWEEP_SCHEMA_VERSION",
@@ -116,7 +116,9 @@ def preset_named(name: str) -> SizePreset:
     """The size preset called ``name`` (``realistic`` or ``tiny``)."""
     presets = {p.name: p for p in (REALISTIC, TINY)}
     if name in ("tester", "tester-scaled"):
-        raise ValueError(f"preset {name!r} is built from a test tree (spyre_adapters.testers)")
+        raise ValueError(
+            f"preset {name!r} is built from a test tree (spyre_adapters.enablement.testers)"
+        )
     if name not in presets:
         raise ValueError(f"unknown size preset {name!r}; known: {', '.join(presets)}")
     return presets[name]
@@ -129,7 +131,7 @@ def triage_worker(
     import torch
     import transformers
 
-    from spyre_adapters.triage import triage_family
+    from spyre_adapters.enablement.triage import triage_family
 
     torch.set_num_threads(1)  # workers run in parallel: one core each
     transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]  # stderr: bar
@@ -151,9 +153,9 @@ def tester_worker(
     import torch
     import transformers
 
-    from spyre_adapters.families import FamilyBuildError
-    from spyre_adapters.testers import build_entry, testers_in_file
-    from spyre_adapters.triage import triage
+    from spyre_adapters.enablement.families import FamilyBuildError
+    from spyre_adapters.enablement.testers import build_entry, testers_in_file
+    from spyre_adapters.enablement.triage import triage
 
     torch.set_num_threads(1)
     transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
@@ -214,8 +216,8 @@ _TESTER_PRELOAD = (
 def tester_context(tree: Path) -> Any:
     """The multiprocessing context of tester workers: a fork server that has imported the
     test tree's shared modules too (the tree goes first on ``sys.path``)."""
-    from spyre_adapters._isolation import _PRELOAD, isolation_context
-    from spyre_adapters.testers import prepared_tree
+    from spyre_adapters.enablement._isolation import _PRELOAD, isolation_context
+    from spyre_adapters.enablement.testers import prepared_tree
 
     root = str(prepared_tree(tree))
     if root not in sys.path:
@@ -437,7 +439,7 @@ def run_sweep(
     when the log cannot be written the sweep says so on stderr and goes on without it.
 
     With ``testers`` (a Transformers test tree), ``families`` are test files of it
-    (:func:`spyre_adapters.testers.test_files`) and ``preset`` is ``tester`` or
+    (:func:`spyre_adapters.enablement.testers.test_files`) and ``preset`` is ``tester`` or
     ``tester-scaled``; the report's families are the model types their testers build."""
     families = sorted(set(families))
     jobs = max(1, jobs or os.cpu_count() or 1)
@@ -639,6 +641,6 @@ def write_html(report: SweepReport, path: Path) -> None:
     """Write the offline HTML page (colour grid + chart of families enabled per release),
     atomically (:func:`spyre_adapters._outputs.write_text`)."""
     from spyre_adapters._outputs import write_text
-    from spyre_adapters._sweep_html import render
+    from spyre_adapters.enablement._sweep_html import render
 
     write_text(path, render(report.to_json()))

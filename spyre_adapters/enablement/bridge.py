@@ -11,7 +11,7 @@ stops it inside the model scope:
    PyTorch's decomposition table, the core ATen decompositions, ``torch._refs``, a hand-written
    rewrite into native ops, and last the host), validating each on the device at R against the
    CPU on the captured arguments and on variants of other shapes and dtypes
-   (:mod:`spyre_adapters.op_validation`), and keeps the first that holds;
+   (:mod:`spyre_adapters.enablement.op_validation`), and keeps the first that holds;
 3. runs again with every op kept so far bridged (an :class:`~spyre_adapters.library.op_bridge.
    OpBridge`), until the family runs; then compares it with the CPU (the triage criteria).
 
@@ -26,7 +26,7 @@ Installed generated bridges the family reaches are re-validated on the family's 
 (``reused``), so a bridge made for one family is verified for each family it serves.
 
 :func:`write_builtin` and :func:`write_package` turn the bridged ops into generated adapters
-(:mod:`spyre_adapters.generation`): one adapter per op, named ``bridge-<op>``.
+(:mod:`spyre_adapters.enablement.generation`): one adapter per op, named ``bridge-<op>``.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from spyre_adapters.enablement.op_validation import Sample, Verdict, sample_of, validate, variants
+from spyre_adapters.enablement.triage import DeviceRun, RunError, run_on_device, step_past
 from spyre_adapters.library.op_bridge import OpBridge, available, observe, op_name, resolve_op
-from spyre_adapters.op_validation import Sample, Verdict, sample_of, validate, variants
-from spyre_adapters.triage import DeviceRun, RunError, run_on_device, step_past
 
 if TYPE_CHECKING:
-    from spyre_adapters.families import BuiltFamily
+    from spyre_adapters.enablement.families import BuiltFamily
     from spyre_adapters.registry import Registry
     from spyre_sim.catalogue import Release
 
@@ -553,8 +553,8 @@ def bridge_worker(
     import transformers
 
     from spyre_adapters import default_registry
-    from spyre_adapters.families import FamilyBuildError, build_family
-    from spyre_adapters.sweep import preset_named
+    from spyre_adapters.enablement.families import FamilyBuildError, build_family
+    from spyre_adapters.enablement.sweep import preset_named
 
     torch.set_num_threads(1)
     transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]

@@ -7,9 +7,9 @@ Transformers' ``repeat_kv`` return a stride-0 view that SDPA misread. So this mo
 configurations instead.
 
 A :class:`Case` is one drawn configuration of a family: sizes (a
-:class:`~spyre_adapters.families.SizePreset`: heads, key/value heads, head_dim, FFN and
+:class:`~spyre_adapters.enablement.families.SizePreset`: heads, key/value heads, head_dim, FFN and
 vocabulary sizes, layers, batch and sequence length, image geometry), config
-:class:`~spyre_adapters.families.Features` (partial rotary, tied embeddings, sliding window),
+:class:`~spyre_adapters.enablement.families.Features` (partial rotary, tied embeddings, sliding window),
 the attention implementation, padding of the batch, whether one decode step with the KV cache
 follows the prefill (causal LMs), and a weight seed. :func:`draw_case` draws
 one from :data:`SPACE`. It takes the choice function as an argument, so a seeded
@@ -22,7 +22,7 @@ on content and position and a wrong computation shows, and records the CPU refer
 stock model in fp32. :func:`run_case` prepares a copy for a release with the adapters the
 lifecycle resolves there (``prepare``, as ``pytest --spyre`` does), runs it on the emulated
 device and compares it with the CPU by the triage metric
-(:func:`spyre_adapters.triage.compare`: greedy top-1 at every non-tied position and cosine >=
+(:func:`spyre_adapters.enablement.triage.compare`: greedy top-1 at every non-tied position and cosine >=
 0.99 for causal LMs, cosine >= 0.99 otherwise). Only positions that hold a token are
 compared: padded positions are free to differ. Each run ends in one :class:`Outcome`:
 
@@ -48,7 +48,7 @@ Only the first four are acceptable.
 
 A drawn configuration the family's config class rejects, whose CPU forward fails (BERT-style
 LM heads do not decode with a cache), or whose CPU output cannot judge an fp16 run, is not a
-run: :func:`build_case` raises :class:`~spyre_adapters.families.FamilyBuildError`.
+run: :func:`build_case` raises :class:`~spyre_adapters.enablement.families.FamilyBuildError`.
 
 Campaigns: :func:`drawn_cases` gives the same cases of a family in every process and run
 (seeded ``random.Random``), :func:`campaign` runs cases at releases, each case in an isolated
@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.overrides import TorchFunctionMode
 
-from spyre_adapters.families import (
+from spyre_adapters.enablement.families import (
     FP16_SMALLEST_NORMAL,
     MIN_COMPARED_VALUES,
     REALISTIC,
@@ -86,8 +86,8 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from spyre_adapters.enablement.triage import Comparison
     from spyre_adapters.registry import Registry
-    from spyre_adapters.triage import Comparison
 
 __all__ = [
     "PRECISION_COSINE",
@@ -358,7 +358,7 @@ def build_case(case: Case) -> BuiltFamily:
     """Build ``case`` (see the module docstring); the CPU reference is the stock model's, in
     fp32, at the positions that hold a token.
 
-    Raises :class:`~spyre_adapters.families.FamilyBuildError` when the family does not build
+    Raises :class:`~spyre_adapters.enablement.families.FamilyBuildError` when the family does not build
     at the drawn sizes (stage ``"config"`` also when only the family's own widths would), or
     its CPU output cannot judge a run (stage ``"reference"``).
     """
@@ -528,8 +528,8 @@ def _cpu_check(
 
     import torch
 
+    from spyre_adapters.enablement.triage import compare
     from spyre_adapters.preparation import prepare, restore
-    from spyre_adapters.triage import compare
 
     model = copy.deepcopy(built.model)
     if fp16_storage:
@@ -556,7 +556,7 @@ def _facts(comparison: Comparison) -> str:
 def _precision_explained(built: BuiltFamily, release: str, registry: Registry) -> str:
     """Why a close device mismatch is a precision limit (see :func:`run_case`), or ``""``."""
     import spyre_sim
-    from spyre_adapters.triage import run_on_device
+    from spyre_adapters.enablement.triage import run_on_device
 
     half, _ = _cpu_check(built, release, registry, fp16_storage=True)
     if half is not None and not half.matches:
@@ -583,8 +583,8 @@ def run_case(
     its attention scores in fp32, as GPT-Neo does, loses that on any fp16-only machine); or
     the device run with DL16 rounding off (plain fp16 storage) matches.
     """
+    from spyre_adapters.enablement.triage import run_on_device
     from spyre_adapters.preparation import default_registry
-    from spyre_adapters.triage import run_on_device
 
     registry = default_registry() if registry is None else registry
     run = run_on_device(built, release, adapters=True, registry=registry, list_all_gaps=False)
@@ -704,7 +704,7 @@ def case_worker(case: Mapping[str, Any], releases: Sequence[str]) -> dict[str, A
 
 
 def _isolated(case: Case, releases: Sequence[str], timeout: float) -> CaseResult:
-    from spyre_adapters._isolation import run_isolated
+    from spyre_adapters.enablement._isolation import run_isolated
 
     outcome = run_isolated(
         case_worker, (case.to_json(), list(releases)), timeout=timeout * max(len(releases), 1)

@@ -3,10 +3,10 @@
 ``spyre-adapters audit --verify`` calls :func:`verify_retirable` for the audited release. For
 each adapter whose status is ``retirable`` or ``retired`` (scaffolding whose every gap the
 catalogue says is closed), every family its manifest lists as verified is built from its
-config (:mod:`spyre_adapters.families`, realistic sizes), prepared for the release with every
+config (:mod:`spyre_adapters.enablement.families`, realistic sizes), prepared for the release with every
 other adapter the lifecycle resolves there (same auto-retire setting as the audit), run on the
 emulated device with layout checks on, and compared with the CPU reference (the criteria of
-:mod:`spyre_adapters.triage`). A family that fails is run again with the adapter kept. Each
+:mod:`spyre_adapters.enablement.triage`). A family that fails is run again with the adapter kept. Each
 family ends in one :class:`Evidence`:
 
 - ``proves``: it runs and matches without the adapter;
@@ -16,7 +16,7 @@ family ends in one :class:`Evidence`:
 - ``unbuildable``: it could not be built from its config here.
 
 Each family is checked at the realistic sizes and again at every size variant that builds it
-differently (:data:`spyre_adapters.families.VARIANTS`: one key/value head; odd batch, sequence
+differently (:data:`spyre_adapters.enablement.families.VARIANTS`: one key/value head; odd batch, sequence
 and vocabulary sizes), each check with its own evidence (``preset`` names the sizes): an
 adapter that one of them still needs is not retirable.
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from spyre_adapters.families import (
+from spyre_adapters.enablement.families import (
     REALISTIC,
     VARIANTS,
     FamilyBuildError,
@@ -42,10 +42,10 @@ from spyre_adapters.families import (
     build_family,
     variants_for,
 )
+from spyre_adapters.enablement.triage import DeviceRun, run_on_device
 from spyre_adapters.lifecycle import Status
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
-from spyre_adapters.triage import DeviceRun, run_on_device
 
 __all__ = [
     "Evidence",
