@@ -17,6 +17,9 @@ A manifest's ``entry_point`` names a module; the implementation of that version 
   spyre-adapters is installed, so a lock means the same in a checkout and in a wheel; each
   released built-in version's hash is recorded in ``manifests/released.sha256`` and tested.
 
+A Python file counts by its code (:func:`code_of`): its docstrings, comments and blank lines are
+left out, so a documentation edit does not change what a lock pins; any statement does.
+
 :func:`provider` names the distribution (and its version) that provides an implementation:
 the distribution whose files include the entry module, else the one whose entry point
 registered the manifest.
@@ -40,6 +43,7 @@ __all__ = [
     "BUILTIN_PACKAGE",
     "Distribution",
     "implementation_files",
+    "code_of",
     "implementation_sha256",
     "implementation_sources",
     "provider",
@@ -159,13 +163,57 @@ def implementation_files(manifest: Manifest) -> list[tuple[str, Path]]:
 
 def _file_digest(path: Path) -> bytes:
     try:
-        return hashlib.sha256(path.read_bytes()).digest()
+        data = path.read_bytes()
     except OSError:
         return _NO_FILE.encode()
+    if path.suffix == ".py":
+        data = code_of(data)
+    return hashlib.sha256(data).digest()
+
+
+def code_of(source: bytes) -> bytes:
+    """The code of a Python source, without what does not run: docstrings (of the module, its
+    classes and functions), comments, trailing spaces and blank lines. Editing prose leaves an
+    implementation's hash as it was; any change to a statement changes it. The same on every
+    supported Python (only positions and comment tokens are read, both stable). A file that
+    does not parse is its bytes."""
+    import io
+    import tokenize
+
+    try:
+        tree = ast.parse(source)
+        tokens = list(tokenize.tokenize(io.BytesIO(source).readline))
+    except (SyntaxError, ValueError, tokenize.TokenError):
+        return source
+    lines = source.decode("utf-8").splitlines()
+    spans: list[tuple[int, int, int, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            first = body[0] if body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+                and first.end_lineno is not None
+                and first.end_col_offset is not None
+            ):
+                spans.append(
+                    (first.lineno, first.col_offset, first.end_lineno, first.end_col_offset)
+                )
+    spans += [(*t.start, *t.end) for t in tokens if t.type == tokenize.COMMENT]
+    # cut from the end so earlier positions stay valid
+    for start_line, start_col, end_line, end_col in sorted(spans, reverse=True):
+        head = lines[start_line - 1][:start_col]
+        tail = lines[end_line - 1][end_col:]
+        lines[start_line - 1 : end_line] = [head + tail]
+    kept = [line.rstrip() for line in lines if line.strip()]
+    return "\n".join(kept).encode("utf-8")
 
 
 def implementation_sha256(manifest: Manifest) -> str:
-    """sha256 over ``(label, NUL, sha256 of the file)`` of every implementation file."""
+    """sha256 over ``(label, NUL, sha256 of the file)`` of every implementation file; of a
+    Python file, the sha256 of its code (:func:`code_of`: docstrings and comments left out)."""
     files = implementation_files(manifest)
     if not files:
         return _NO_FILE

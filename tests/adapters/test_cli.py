@@ -230,7 +230,7 @@ def _fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: object) ->
 
 
 def test_audit_verify_calls_the_verifier(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    from spyre_adapters import verify
+    from spyre_adapters.enablement import verify
 
     calls = []
     detail = "aten.sin still falls back in rotary_emb"

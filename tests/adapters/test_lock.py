@@ -21,6 +21,7 @@ from spyre_adapters import (
     read_lock,
     write_lock,
 )
+from spyre_adapters.implementation import code_of
 from spyre_adapters.lock import implementation_sha256, pinned_manifests
 
 from .conftest import DATA, FakeCatalogue
@@ -48,8 +49,8 @@ def test_pin_records_the_resolved_set_with_hashes(registry: Registry, tmp_path: 
     alpha = registry.get("alpha", "2.0")
     assert entry.adapters[0].manifest_sha256 == alpha.sha256
     assert entry.adapters[0].implementation_sha256 == implementation_sha256(alpha)
-    # a single-module implementation: sha256 over (module name, NUL, sha256 of its source)
-    impl = (DATA / "impl" / "spyre_fake_adapters.py").read_bytes()
+    # a single-module implementation: sha256 over (module name, NUL, sha256 of its code)
+    impl = code_of((DATA / "impl" / "spyre_fake_adapters.py").read_bytes())
     expected = hashlib.sha256(b"spyre_fake_adapters\0" + hashlib.sha256(impl).digest())
     assert implementation_sha256(alpha) == expected.hexdigest()
 
@@ -363,3 +364,22 @@ def test_write_lock_to_a_missing_folder_is_a_lock_error(registry: Registry, tmp_
     assert "the folder" in str(info.value)
     assert "does not exist" in str(info.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_hash_of_a_python_file_is_over_its_code_not_its_prose() -> None:
+    source = b'''"""Module doc."""
+import torch  # a comment
+
+
+def f(x):
+    """Doc of f."""
+    return x + 1  # why
+'''
+    reworded = source.replace(b"Doc of f.", b"Reworded,\n    on two lines.").replace(
+        b"# why", b"# because"
+    )
+    changed = source.replace(b"x + 1", b"x + 2")
+    assert code_of(reworded) == code_of(source)
+    assert code_of(changed) != code_of(source)
+    assert b"Doc" not in code_of(source)
+    assert b"import torch" in code_of(source)
