@@ -106,6 +106,7 @@ class TestRecord:
     fallbacks: dict[str, int] = field(default_factory=dict)  # op -> count
     miscompiles: dict[str, int] = field(default_factory=dict)  # gap id -> count
     adapters: list[str] = field(default_factory=list)  # "name version", applied in this test
+    bridged: dict[str, int] = field(default_factory=dict)  # op -> calls an op bridge computed
     blocked_by: Blocker | None = None
     compare: list[Agreement] = field(default_factory=list)
     inference_only: bool = False
@@ -134,6 +135,7 @@ class TestRecord:
             "fallbacks": dict(sorted(self.fallbacks.items())),
             "miscompiles": dict(sorted(self.miscompiles.items())),
             "adapters": sorted(self.adapters),
+            "bridged": dict(sorted(self.bridged.items())),
             "blocked_by": None if self.blocked_by is None else vars(self.blocked_by).copy(),
             "compare": [vars(a).copy() for a in self.compare],
             "inference_only": self.inference_only,
@@ -158,6 +160,7 @@ class TestRecord:
             fallbacks=dict(data["fallbacks"]),
             miscompiles=dict(data["miscompiles"]),
             adapters=list(data["adapters"]),
+            bridged=dict(data.get("bridged", {})),
             blocked_by=None if blocked is None else Blocker(**blocked),
             compare=[Agreement(**a) for a in data["compare"]],
             inference_only=data["inference_only"],

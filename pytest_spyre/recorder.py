@@ -28,6 +28,8 @@ from pytest_spyre.classify import classify
 from pytest_spyre.inference_only import InferenceOnlySkip
 from pytest_spyre.record import Agreement, Blocker, Failure, TestRecord
 from pytest_spyre.session import DeviceSession
+from spyre_adapters import SpyreAdaptersError
+from spyre_adapters.library.op_bridge import observe, op_name
 from spyre_sim import InferenceOnlyError, SpyreLoweringError
 from spyre_sim.telemetry import diff as telemetry_diff
 from spyre_sim.telemetry import snapshot as telemetry_snapshot
@@ -166,10 +168,33 @@ class TestRecorder:
     def _phase(self, item: pytest.Item) -> Generator[None, Any, Any]:
         rec = item.stash[RECORD_KEY]
         before = telemetry_snapshot()
+
+        def bridged(op: Any, args: Any, kwargs: Any) -> None:
+            name = op_name(op)
+            rec.bridged[name] = rec.bridged.get(name, 0) + 1
+
         try:
-            return (yield)
+            with observe(bridged):
+                return (yield)
         finally:
             self._fold(rec, before)
+
+    def _drop_idle_bridges(self, rec: TestRecord) -> None:
+        """An op bridge is applied to every model (it matches any), but it is part of a test's
+        story only where it computed a call: the others are left out of ``adapters``."""
+        registry = self.session.adapters.registry
+        kept = []
+        for label in rec.adapters:
+            name, _, version = label.rpartition(" ")
+            try:
+                manifest = registry.get(name, version)
+            except SpyreAdaptersError:  # not a registered label: keep it as it is
+                kept.append(label)
+                continue
+            ops = {bridge.op for bridge in manifest.bridges}
+            if not ops or ops & set(rec.bridged):
+                kept.append(label)
+        rec.adapters[:] = kept
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -193,6 +218,7 @@ class TestRecorder:
         try:
             return (yield from self._phase(item))
         finally:
+            self._drop_idle_bridges(item.stash[RECORD_KEY])
             self._current = None
             if self.session.placement is not None:
                 self.session.placement.enabled = True

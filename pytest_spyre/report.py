@@ -38,7 +38,8 @@ file, and two runs can be diffed::
          "gap_modules": {"sin-cos": ["model.rotary_emb"]},
          "fallbacks": {"aten.arange.default": 2},
          "miscompiles": {"rotate-half": 2},
-         "adapters": ["rope-rotation 1.0.0"],
+         "adapters": ["rope-rotation 1.0.0"],   # applied; op bridges only where they computed
+         "bridged": {"aten.isinf.default": 3},  # op -> calls op bridges computed in this test
          "blocked_by": null | {"gap": "...", "op": "aten.sin.default", "release": "2025.12",
                                "module_path": "...", "closes_in": "2026.09", "lasting": false,
                                "message": "...", "bridged_by": ["rope-rotation 1.0.0"]},
