@@ -7,10 +7,11 @@ the adapters the lifecycle resolves there, each compared with the stock model on
 (:mod:`spyre_adapters.enablement.differential`). Each case runs in an isolated worker process.
 
 Prints configurations x releases tried, the outcomes (match / raised with a gap / flagged
-miscompile / precision / missed miscompile / silent mismatch / CPU mismatch / error), the same
-per adapter (runs where it was applied), every run that is not acceptable and every
-precision-only mismatch, each with its configuration. Exit status 1 when a run is not
-acceptable.
+miscompile / precision / missed miscompile / silent mismatch / CPU mismatch / error), every
+miscompile the device recorded with the outcomes of the runs it was recorded in (a run whose
+output stays within the metric still shows it), the same per adapter (runs where it was
+applied), every run that is not acceptable and every precision-only mismatch, each with its
+configuration. Exit status 1 when a run is not acceptable.
 
     python benchmarks/campaign_differential.py                       # every family, 10 configs
     python benchmarks/campaign_differential.py --configs 40 --jobs 2 --json out.json
@@ -87,6 +88,23 @@ def main(argv: list[str] | None = None) -> int:
     print("outcomes: " + ", ".join(f"{o.value} {outcomes.get(o, 0)}" for o in Outcome))
     gaps = Counter(run.gap for run in runs if run.outcome is Outcome.RAISED)
     print("raised by gap: " + ", ".join(f"{g} {n}" for g, n in gaps.most_common()))
+    # every miscompile the device recorded, also in runs whose output stayed within the metric
+    recorded: dict[str, Counter[Outcome]] = defaultdict(Counter)
+    for run in runs:
+        for gap in run.miscompiles:
+            recorded[gap][run.outcome] += 1
+    print(
+        "miscompiles recorded (runs, by outcome): "
+        + (
+            "; ".join(
+                f"{gap} {sum(by.values())} ("
+                + ", ".join(f"{o.value} {n}" for o, n in by.most_common())
+                + ")"
+                for gap, by in sorted(recorded.items())
+            )
+            or "none"
+        )
+    )
 
     per_adapter: dict[str, Counter[Outcome]] = defaultdict(Counter)
     for run in runs:

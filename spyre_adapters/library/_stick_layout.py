@@ -11,6 +11,10 @@ dtype; fp32 is stored as fp16). Three layout rules refuse ops whose shapes cut s
 - ``offset-slice`` (until unaligned slices land): a slice of the last dim at an offset that is
   not a whole number of sticks.
 
+And one miscompile: ``offset-view-input`` (until 2026.09), a copy or an attention that reads a
+view starting inside a row of the buffer it was cut from reads from the start of that row
+(packed Q|K|V: K and V come back as Q).
+
 :class:`StickLayout` is a ``TorchFunctionMode`` that, while a model's forward runs, computes
 each such call in an equivalent form the device lowers, and leaves every other call alone:
 
@@ -22,9 +26,10 @@ each such call in an equivalent form the device lowers, and leaves every other c
   view ``[..., h, W]`` and the offset-0 crop ``[..., :d]``, made contiguous as the stock view
   of a contiguous tensor is;
 - **cuts of the last dim** (halves below a stick; offsets inside a stick while ``offset-slice``
-  is open): ``x @ S`` with a 0/1 selection matrix ``S`` per piece; an assignment to such a
-  cut (``scores[:, 1:] = -1e9`` in beam search) a ``where`` over a column mask, written back
-  into the tensor.
+  is open; any non-zero offset while ``offset-view-input`` is miscompiled, so that no view
+  starting inside a row is left for a copy or an attention to misread): ``x @ S`` with a 0/1
+  selection matrix ``S`` per piece; an assignment to such a cut (``scores[:, 1:] = -1e9`` in
+  beam search) a ``where`` over a column mask, written back into the tensor.
 
 Placement and selection matrices hold one 1 per column, so every result element is one input
 element times 1 plus exact zeros: the same value in every dtype. (A NaN in an input row
@@ -66,7 +71,7 @@ __all__ = [
 STICK = 64
 
 #: Features, by the gap each bridges.
-FEATURES = frozenset({"stick-align", "sub-stick-head", "offset-slice"})
+FEATURES = frozenset({"stick-align", "sub-stick-head", "offset-slice", "offset-view-input"})
 
 
 def stick_multiple(size: int) -> int:
@@ -260,6 +265,12 @@ def _offset_slices_open() -> bool:
     return spyre_sim.current_stack().gap_open("offset-slice")
 
 
+def _offset_views_misread() -> bool:
+    return (
+        spyre_sim.current_stack().gap_state("offset-view-input") is spyre_sim.GapState.MISCOMPILED
+    )
+
+
 def _bad_pieces(x: torch.Tensor, pieces: list[tuple[int, int]], features: frozenset[str]) -> bool:
     """Whether cutting these ``(offset, length)`` pieces from the last dim breaks a rule whose
     feature is enabled."""
@@ -274,6 +285,8 @@ def _bad_pieces(x: torch.Tensor, pieces: list[tuple[int, int]], features: frozen
         and half < STICK
         and any(n == half for _, n in pieces)
     ):
+        return True
+    if "offset-view-input" in features and any(o for o, _ in pieces) and _offset_views_misread():
         return True
     return (
         "offset-slice" in features and any(o % STICK for o, _ in pieces) and _offset_slices_open()

@@ -1,5 +1,5 @@
-"""Cuts of the last dim at an offset inside a stick, computed as selection matmuls (gap
-``offset-slice``): the ``fused-projection-split`` adapter, 2.x.
+"""Cuts of the last dim at an offset, computed as selection matmuls (gaps ``offset-slice`` and
+``offset-view-input``): the ``fused-projection-split`` adapter, 2.x.
 
 Until unaligned stick-dim slices land (June 2026), the stack refuses a slice of the last dim
 at an offset that is not a whole number of sticks: fused Q|K|V and gate|up projections split
@@ -9,8 +9,12 @@ projections with separate ``Linear`` layers at prepare time, which showed in the
 named. 2.x runs the model's forwards under the ``offset-slice`` feature of
 :class:`~spyre_adapters.library._stick_layout.StickLayout`: while the active release refuses
 such offsets, each of those cuts becomes a 0/1 selection matmul (exact; nothing of the model
-is split), and once the release lowers them the adapter retires. Matched by structure: any
-model with a matmul weight.
+is split). The stack that lowers them still misreads a view that starts inside a row of
+its buffer when a copy or an attention reads it, until 2026.09 (``offset-view-input``: packed
+Q|K|V gives K and V the values of Q); while it does, every cut of the last dim at a non-zero
+offset is computed the same way, so no such view is left to misread. Once the release does
+both, the adapter retires. Matched by structure: any model with a matmul weight. Views cut
+along other dims (``qkv.view(b, s, h, 3, d)[..., 1, :]``) are not rewritten.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class OffsetSlices:
 
     def apply(self, model: nn.Module, edit: ModelEdit) -> None:
         enable(model, edit, "offset-slice")
+        enable(model, edit, "offset-view-input")
 
 
 adapter = OffsetSlices()

@@ -226,3 +226,24 @@ def test_the_device_refuses_the_stock_shapes_and_runs_the_adapted_model(name: st
         got = model.to("spyre")(input_ids=ids.to("spyre"))[0].cpu().float()
     cosine = torch.nn.functional.cosine_similarity(got.flatten(), expected.flatten(), dim=0)
     assert float(cosine) > 0.99
+
+
+# --- packed views (offset-view-input, fused-projection-split 2.x) ---------------------------
+
+
+@pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreSimWarning")
+def test_cuts_at_any_offset_are_selections_while_packed_views_are_misread() -> None:
+    """From 2026.06 the release slices at any offset, but until 2026.09 a copy of a view that
+    starts inside a row reads from the row's start: packed K and V come back as Q."""
+    host = spyre_sim.round_to_dl16(_seeded(7, 3 * 128).half())
+    for stack, rewritten in (("2026.06", True), ("2026.08", True), ("2026.09", False)):
+        with spyre_sim.use_stack(stack), torch.no_grad():
+            x = host.to("spyre")
+            with StickLayout(frozenset({"offset-view-input"})):
+                pieces = x.split(128, dim=-1)
+            assert all(p.is_contiguous() for p in pieces) is rewritten, stack
+            for i, piece in enumerate(pieces):  # copies of the pieces, as SDPA inputs are made
+                assert torch.equal(piece.contiguous().cpu(), host[:, i * 128 : (i + 1) * 128])
+            if rewritten:  # the stock cut is misread there
+                stock = x.split(128, dim=-1)[1].contiguous().cpu()
+                assert torch.equal(stock, host[:, :128]), stack

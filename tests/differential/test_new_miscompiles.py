@@ -1,0 +1,139 @@
+"""Differential runs meet each silent miscompile of the newer evidence (docs/STACK.md §8) at a
+release where it is open, and either avoid it (an adapter that lists its gap computes the
+pattern another way: a match with nothing recorded) or flag it (the device recorded it and no
+applied adapter claims it): never a silent mismatch, never a miss. Each avoided miscompile is
+also shown flagged once the adapter that avoids it is taken away, so the avoidance is real."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from spyre_adapters import Registry, default_registry
+from spyre_adapters.enablement.differential import (
+    Case,
+    CaseRun,
+    Outcome,
+    build_case,
+    draw_case,
+    run_case,
+)
+
+
+def _case(family: str = "llama", **changes: Any) -> Case:
+    case = draw_case(family, lambda options: options[0])  # the simplest drawn configuration
+    fields = {f.name for f in dataclasses.fields(case.sizes)}
+    sizes = {k: v for k, v in changes.items() if k in fields}
+    rest = {k: v for k, v in changes.items() if k not in fields}
+    return dataclasses.replace(case, sizes=dataclasses.replace(case.sizes, **sizes), **rest)
+
+
+def _without(name: str, version: str | None = None) -> Registry:
+    full = default_registry()
+    registry = Registry(full.catalogue)
+    registry.add_all(
+        m
+        for m in full.manifests()
+        if not (m.name == name and (version is None or str(m.version) == version))
+    )
+    return registry
+
+
+def _run(case: Case, release: str, registry: Registry | None = None) -> CaseRun:
+    run = run_case(case, build_case(case), release, registry=registry)
+    assert run.outcome.acceptable, run.detail
+    return run
+
+
+def _gap_timeline_says(gap: str, release: str) -> None:
+    state = default_registry().catalogue.release(release).gap_state(gap)
+    assert state.value == "miscompiled", f"{gap} is {state.value} at {release}"
+
+
+FLAGGED, MATCH = Outcome.FLAGGED, Outcome.MATCH
+
+
+@pytest.mark.parametrize(
+    ("gap", "family", "changes", "release", "adapter", "version", "without"),
+    [
+        # gelu_new's pow(x, 3) returns |x| ** 4 (#4009); with weights scaled to their fan-in
+        # the 0.044715 * x ** 3 term is small, so the wrong logits stay within the triage
+        # metric (cosine 0.9997): a match, with the miscompile recorded in the run
+        ("pow-cube", "gpt2", {}, "2026.05", "pow-free-activation", "1.1.0", MATCH),
+        # the stock RMSNorm's fp32 variance over 40 rows (#3804)
+        ("fp32-reduce-rows", "llama", {"seq_len": 40}, "2026.07", "rms-norm", "1.1.0", FLAGGED),
+        # GPT-2's packed c_attn split (#4594)
+        (
+            "offset-view-input",
+            "gpt2",
+            {},
+            "2026.08",
+            "fused-projection-split",
+            "2.0.0.dev0",
+            FLAGGED,
+        ),
+        # a decode step's [b, 1, h, d] query viewed [b, h, 1, d] (#3926); batch 2 keeps the
+        # one-row RMSNorm (scratchpad-placement, below) out of the way. Without the adapter
+        # the same SDPA call also reads strided k/v (sdpa-strided, open at 2026.07 too), and
+        # the device records the first of the two reproductions that fires on a call
+        (
+            "decode-query-layout",
+            "llama",
+            {"decode": True, "batch": 2},
+            "2026.07",
+            "contiguous-attention",
+            None,
+            FLAGGED,
+        ),
+    ],
+)
+def test_an_adapter_avoids_the_miscompile_and_without_it_it_is_recorded(
+    spyre: Any,
+    gap: str,
+    family: str,
+    changes: dict[str, Any],
+    release: str,
+    adapter: str,
+    version: str | None,
+    without: Outcome,
+) -> None:
+    _gap_timeline_says(gap, release)
+    case = _case(family, **changes)
+    avoided = _run(case, release)
+    assert avoided.outcome is Outcome.MATCH, avoided.detail
+    assert gap not in avoided.miscompiles
+    assert any(label.split(" ")[0] == adapter for label in avoided.adapters), avoided.adapters
+    exposed = _run(case, release, _without(adapter, version))
+    assert exposed.outcome is without, exposed.detail
+    same_call = {"decode-query-layout": "sdpa-strided"}.get(gap)
+    assert gap in exposed.miscompiles or same_call in exposed.miscompiles, exposed.miscompiles
+    assert not any(label.split(" ")[0] == adapter for label in exposed.adapters)
+
+
+@pytest.mark.parametrize(
+    ("gap", "changes", "release", "outcome"),
+    [
+        # 100 keys: one stick and 36 keys of a partial stick (#3113, open at every release);
+        # the 36 last positions attend to keys that score zero
+        ("sdpa-seq-align", {"seq_len": 100}, "2026.09", FLAGGED),
+        # 65 keys, as the space draws them: only the last position attends to the one key of
+        # the partial stick, within the triage metric: a match, the miscompile recorded
+        ("sdpa-seq-align", {"seq_len": 65}, "2026.09", MATCH),
+        # a decode step of one row: x * rsqrt(mean(x * x)) of the RMSNorm (#4027)
+        ("scratchpad-placement", {"decode": True, "batch": 1}, "2026.06", FLAGGED),
+    ],
+)
+def test_a_miscompile_no_adapter_bridges_is_recorded(
+    spyre: Any, gap: str, changes: dict[str, Any], release: str, outcome: Outcome
+) -> None:
+    _gap_timeline_says(gap, release)
+    case = _case("llama", **changes)
+    run = _run(case, release)
+    assert run.outcome is outcome, run.detail
+    assert gap in run.miscompiles
+    bridging = [
+        label for label in run.adapters if gap in default_registry().get(*label.split(" ", 1)).gaps
+    ]
+    assert not bridging, bridging
