@@ -37,6 +37,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from spyre_sim.errors import CatalogueError, SpyreSimError, SpyreStackResolutionWarning
+from spyre_sim.state import device_state
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -537,15 +538,12 @@ def catalogue_for(release: Release) -> Catalogue:
     builtin = builtin_catalogue()
     if builtin._by_name.get(release.name) is release:
         return builtin
-    extended = _EXTENDED.get(release)
+    extended = device_state.extended.get(release)
     if extended is None:
         others = (r for r in builtin.releases if r.version != release.version)
         extended = Catalogue((*others, release), builtin.gaps)
-        _EXTENDED[release] = extended
+        device_state.extended[release] = extended
     return extended
-
-
-_EXTENDED: dict[Release, Catalogue] = {}
 
 
 def load_release_file(
@@ -733,13 +731,10 @@ def resolve_stack(spec: str | os.PathLike[str] | Release) -> Release:
     return _load_user_release_cached(os.fspath(spec))
 
 
-_WARNED_RESOLUTIONS: set[str] = set()
-
-
 def _warn_resolution(resolution: StackResolution) -> None:
-    if resolution.spec in _WARNED_RESOLUTIONS:
+    if resolution.spec in device_state.warned_resolutions:
         return
-    _WARNED_RESOLUTIONS.add(resolution.spec)
+    device_state.warned_resolutions.add(resolution.spec)
     # attribute the warning to the caller's line, outside this package
     package = os.path.dirname(os.path.abspath(__file__)) + os.sep
     frame, level = sys._getframe(1), 2
@@ -758,14 +753,11 @@ def _load_user_release_cached(source: str) -> Release:
     except OSError:
         return load_release_file(source)
     key = (os.path.abspath(source), stat.st_mtime_ns, stat.st_size)
-    cached = _USER_RELEASES.get(key)
+    cached = device_state.user_releases.get(key)
     if cached is None:
         cached = load_release_file(source)
-        _USER_RELEASES[key] = cached
+        device_state.user_releases[key] = cached
     return cached
-
-
-_USER_RELEASES: dict[tuple[str, int, int], Release] = {}
 
 
 # --------------------------------------------------------------------------- parsing

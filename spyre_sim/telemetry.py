@@ -27,24 +27,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from spyre_sim.state import TRANSFER_KEYS, device_state
+
 __all__ = ["Recording", "SCHEMA_VERSION", "diff", "merge", "record", "reset", "snapshot"]
 
 SCHEMA_VERSION = 1
 
-_TRANSFER_KEYS = (
-    "host_to_device",
-    "device_to_host",
-    "host_to_device_bytes",
-    "device_to_host_bytes",
-)
+_TRANSFER_KEYS = TRANSFER_KEYS
 
-# Internal state. Hot-path writers use the small functions below or bump these directly.
-_ops: dict[tuple[str, str], int] = {}
-_fallbacks: dict[str, int] = {}
-_transfers: dict[str, int] = dict.fromkeys(_TRANSFER_KEYS, 0)
-_gaps: dict[str, dict[str, int]] = {}
-_miscompiles: dict[str, dict[str, int]] = {}
-_errors: dict[str, int] = {}
+# The counters live in the device state (spyre_sim.state); these names are the same dicts,
+# so the hot path bumps a module-level dict.
+_counters = device_state.counters
+_ops = _counters.ops
+_fallbacks = _counters.fallbacks
+_transfers = _counters.transfers
+_gaps = _counters.gaps
+_miscompiles = _counters.miscompiles
+_errors = _counters.errors
 
 _NO_MODULE = ""  # key used when an op ran outside any nn.Module forward
 
@@ -91,14 +90,8 @@ def _bump(table: dict[str, dict[str, int]], gap: str, module_path: str | None) -
 
 
 def reset() -> None:
-    """Forget every count (e.g. between tests)."""
-    _ops.clear()
-    _fallbacks.clear()
-    _gaps.clear()
-    _miscompiles.clear()
-    _errors.clear()
-    for key in _TRANSFER_KEYS:
-        _transfers[key] = 0
+    """Forget every count (e.g. between tests; ``device_state.reset()`` does it too)."""
+    _counters.clear()
 
 
 def _gap_entry(per_module: dict[str, int]) -> dict[str, Any]:

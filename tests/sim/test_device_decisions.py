@@ -24,9 +24,9 @@ def test_native_ops_are_counted(spyre: ModuleType) -> None:
 
 
 def test_fallback_warns_once_and_counts_transfers(spyre: ModuleType) -> None:
-    from spyre_sim import _tensor
+    from spyre_sim.state import device_state
 
-    _tensor._warned_fallbacks.discard("aten.cumsum.default")
+    device_state.forget_warnings()
     x = torch.ones(2, 64, dtype=torch.float16, device="spyre")
     with spyre.telemetry.record() as rec, warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -100,16 +100,16 @@ def test_module_path_in_errors(spyre: ModuleType) -> None:
 
 
 def test_decisions_are_cached(spyre: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    from spyre_sim import _tensor
+    from spyre_sim import _lowering
 
     calls: list[str] = []
-    real = _tensor._decide
+    real = _lowering.decide
 
     def spy(info: object, hargs: object, hkwargs: object) -> object:
         calls.append(info.name)  # type: ignore[attr-defined]
         return real(info, hargs, hkwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_tensor, "_decide", spy)
+    monkeypatch.setattr(_lowering, "decide", spy)
     a = _dev(2, 64)
     with spyre.use_stack("2026.05"):
         for _ in range(5):

@@ -125,9 +125,9 @@ def test_results_are_rounded_views_are_not(spyre: ModuleType) -> None:
 
 
 def test_fp32_and_int64_storage(spyre: ModuleType) -> None:
-    from spyre_sim import _tensor
+    from spyre_sim.state import device_state
 
-    _tensor._warned_dtypes.clear()
+    device_state.forget_warnings()
     with pytest.warns(spyre.SpyreDowncastWarning, match="float32"):
         x = torch.tensor([0.1, 2.0]).to("spyre")
     assert x.dtype == torch.float16

@@ -160,10 +160,16 @@ def test_format_storage_and_data_pointer(spyre: ModuleType) -> None:
 
 
 def test_every_rule_and_miscompile_names_a_known_gap(spyre: ModuleType) -> None:
-    from spyre_sim import layout, miscompile
+    from spyre_sim import _storage, layout, miscompile
 
     gaps = spyre.builtin_catalogue().gaps
     for rule in layout.rules():
         assert rule.gap in gaps, rule
     for found in miscompile.registered():
         assert found.gap in gaps, found
+    for mark in miscompile.registered_marks():
+        assert mark.gap in gaps, mark
+    for transfer in _storage.transfer_rules():
+        assert transfer.gap in gaps, transfer
+    for storage in _storage.storage_gaps():
+        assert storage.gap in gaps, storage
