@@ -1,6 +1,7 @@
 """The exceptions of :mod:`spyre_adapters`.
 
-One base class, :class:`SpyreAdaptersError`. Every error carries the facts a test or a caller
+One base class, :class:`SpyreAdaptersError` (and :class:`UnknownReleaseError`, which is
+:mod:`spyre_sim`'s: the catalogue's release lookup raises it). Every error carries the facts a test or a caller
 needs as attributes; its message says what failed (value quoted), where (file and key, adapter
 and module path), the rule, and the remedy.
 """
@@ -9,6 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+# One error for an unknown release name, raised by the catalogue's one release lookup
+# (``spyre_sim.catalogue.Catalogue.release``) and re-exported here for the adapter layer.
+from spyre_sim.errors import UnknownReleaseError
 
 __all__ = [
     "AdapterApplyError",
@@ -126,21 +131,6 @@ class UnknownAdapterError(SpyreAdaptersError, LookupError):
         super().__init__(f"{what} is not registered (registered: {listing})")
 
     def __str__(self) -> str:  # LookupError would repr() the message otherwise
-        return str(self.args[0])
-
-
-class UnknownReleaseError(SpyreAdaptersError, LookupError):
-    """A stack release name is not in the catalogue."""
-
-    def __init__(self, spec: str, known: Sequence[str]) -> None:
-        self.spec = spec
-        self.known = list(known)
-        super().__init__(
-            f"unknown stack release {spec!r}: expected one of {', '.join(self.known)} "
-            f"or a path to a release TOML file"
-        )
-
-    def __str__(self) -> str:
         return str(self.args[0])
 
 

@@ -53,6 +53,7 @@ from spyre_sim.errors import (
     SpyreSimError,
     SpyreSimWarning,
     SpyreStackResolutionWarning,
+    UnknownReleaseError,
 )
 from spyre_sim.settings import Settings, configure, settings
 from spyre_sim.stack import current_stack, stack_generation, use_stack
@@ -83,6 +84,7 @@ __all__ = [
     "SpyreSimWarning",
     "SpyreStackResolutionWarning",
     "SpyreTensor",
+    "UnknownReleaseError",
     "builtin_catalogue",
     "configure",
     "current_stack",

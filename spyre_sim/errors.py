@@ -18,6 +18,7 @@ __all__ = [
     "SpyreLoweringError",
     "SpyreSimError",
     "SpyreStackResolutionWarning",
+    "UnknownReleaseError",
 ]
 
 
@@ -124,6 +125,22 @@ class CatalogueError(SpyreSimError, ValueError):
         count = len(self.problems)
         head = f"{count} problem{'s' if count != 1 else ''} in stack-release data"
         super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class UnknownReleaseError(SpyreSimError, LookupError):
+    """A stack release name the catalogue does not know. ``spec`` is the name asked for,
+    ``known`` the catalogue's release names (oldest first)."""
+
+    def __init__(self, spec: str, known: Sequence[str]) -> None:
+        self.spec = spec
+        self.known = list(known)
+        super().__init__(
+            f"unknown stack release {spec!r}: expected one of {', '.join(self.known)} "
+            f"or a path to a release TOML file"
+        )
+
+    def __str__(self) -> str:  # LookupError would repr() the message otherwise
+        return str(self.args[0])
 
 
 class SpyreSimWarning(UserWarning):
