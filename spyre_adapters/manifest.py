@@ -62,15 +62,14 @@ from packaging.version import InvalidVersion, Version
 from spyre_adapters._locate import locate_module
 from spyre_adapters.errors import ManifestError, Problem
 from spyre_adapters.stacks import CatalogueLike, is_lasting
+from spyre_sim.problems import read_toml_file
 
 if sys.version_info >= (3, 11):
     from importlib.resources.abc import Traversable
 
-    import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     from importlib.abc import Traversable
 
-    import tomli as tomllib
 
 __all__ = [
     "BRIDGE_CANDIDATES",
@@ -695,17 +694,9 @@ def _binds_at_top_level(origin: str | None, name: str) -> bool | None:
 
 
 def _read(file: Traversable, where: str) -> tuple[dict[str, Any] | None, str, list[Problem]]:
-    try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        return None, "", [Problem(where, "", f"cannot be read: {exc}")]
-    digest = hashlib.sha256(raw).hexdigest()
-    try:
-        return tomllib.loads(raw.decode("utf-8")), digest, []
-    except UnicodeDecodeError as exc:
-        return None, digest, [Problem(where, "", f"is not UTF-8 text: {exc}")]
-    except tomllib.TOMLDecodeError as exc:
-        return None, digest, [Problem(where, "", f"is not valid TOML: {exc}")]
+    raw, doc, problems = read_toml_file(file, where)
+    digest = hashlib.sha256(raw).hexdigest() if raw or doc is not None else ""
+    return doc, digest, problems
 
 
 def _layout_problems(

@@ -22,6 +22,7 @@ from spyre_sim.catalogue._catalogue import Catalogue
 from spyre_sim.catalogue._model import Gap, GapState, Release, Upstream
 from spyre_sim.catalogue._reader import _GAPS_FILE, _Delta, _packet_of, _Reader, _show, _show_rule
 from spyre_sim.errors import CatalogueError
+from spyre_sim.problems import Problem
 from spyre_sim.state import device_state
 
 
@@ -62,11 +63,7 @@ def load_release_file(
     try:
         raw = Path(source).read_bytes()
     except OSError as exc:
-        raise CatalogueError(
-            [
-                f"{source}: <file>: cannot read the release file: {exc.strerror} (got {_show(source)})"
-            ]
-        ) from None
+        raise CatalogueError([Problem(source, "", f"cannot be read: {exc}")]) from None
     reader = _Reader(source)
     delta = reader.release_file(raw)
     if delta is None:
@@ -74,31 +71,50 @@ def load_release_file(
     problems = reader.problems
     if delta.name in catalogue or any(r.version == delta.version for r in catalogue):
         problems.append(
-            f"{source}: release.name: a release with this name already exists in the catalogue "
-            f"({', '.join(catalogue.names)}); choose a new name (got {_show(delta.name)})"
+            Problem(
+                source,
+                "release.name",
+                f"a release with this name already exists in the catalogue "
+                f"({', '.join(catalogue.names)}); choose a new name (got {_show(delta.name)})",
+            )
         )
     base: Release | None = None
     if delta.base is None:
         problems.append(
-            f"{source}: release.base: a user release must extend a release of the catalogue "
-            f"({', '.join(catalogue.names)}) (got nothing)"
+            Problem(
+                source,
+                "release.base",
+                f"a user release must extend a release of the catalogue "
+                f"({', '.join(catalogue.names)}) (got nothing)",
+            )
         )
     elif delta.base not in catalogue:
         problems.append(
-            f"{source}: release.base: unknown base release; valid releases: "
-            f"{', '.join(catalogue.names)} (got {_show(delta.base)})"
+            Problem(
+                source,
+                "release.base",
+                f"unknown base release; valid releases: "
+                f"{', '.join(catalogue.names)} (got {_show(delta.base)})",
+            )
         )
     else:
         base = catalogue.release(delta.base)
         if delta.version is not None and not delta.version > base.version:
             problems.append(
-                f"{source}: release.name: a release must sort after its base {base.name} "
-                f"(got {_show(delta.name)})"
+                Problem(
+                    source,
+                    "release.name",
+                    f"a release must sort after its base {base.name} (got {_show(delta.name)})",
+                )
             )
         if delta.date is not None and delta.date < base.date:
             problems.append(
-                f"{source}: release.date: a release cannot predate its base {base.name} "
-                f"({base.date.isoformat()}) (got {_show(delta.date)})"
+                Problem(
+                    source,
+                    "release.date",
+                    f"a release cannot predate its base {base.name} "
+                    f"({base.date.isoformat()}) (got {_show(delta.date)})",
+                )
             )
         _check_upstream_order(delta, base.name, base.upstream, problems)
         known = [
@@ -113,10 +129,14 @@ def load_release_file(
                 continue
             if not delta.rule_is_table.get(key, False) or not rule.note:
                 problems.append(
-                    f"{source}: ops.{_show(key)}: op not known to base release {base.name}; "
-                    "a new op needs a full table rule with a note, e.g. "
-                    '{decision = "native", note = "why"} (check the spelling) '
-                    f"(got {_show_rule(rule, delta.rule_is_table.get(key, False))})"
+                    Problem(
+                        source,
+                        f"ops.{_show(key)}",
+                        f"op not known to base release {base.name}; "
+                        "a new op needs a full table rule with a note, e.g. "
+                        '{decision = "native", note = "why"} (check the spelling) '
+                        f"(got {_show_rule(rule, delta.rule_is_table.get(key, False))})",
+                    )
                 )
     if problems or base is None or delta.version is None or delta.date is None:
         raise CatalogueError(problems)
@@ -133,24 +153,34 @@ def _unknown_gap(gap_id: str, gaps: Mapping[str, Gap]) -> str:
     return f"unknown gap id{hint}; known gaps: {', '.join(sorted(gaps)) or '(none)'}"
 
 
-def _check_gap_refs(delta: _Delta, gaps: Mapping[str, Gap], problems: list[str]) -> None:
+def _check_gap_refs(delta: _Delta, gaps: Mapping[str, Gap], problems: list[Problem]) -> None:
     """Gap ids exist; lasting gaps are never closed."""
     for gap_id, state in delta.gap_states.items():
         gap = gaps.get(gap_id)
         if gap is None:
             problems.append(
-                f"{delta.source}: gaps.{gap_id}: {_unknown_gap(gap_id, gaps)} (got {_show(gap_id)})"
+                Problem(
+                    delta.source,
+                    f"gaps.{gap_id}",
+                    f"{_unknown_gap(gap_id, gaps)} (got {_show(gap_id)})",
+                )
             )
         elif gap.lasting and state is GapState.CLOSED:
             problems.append(
-                f"{delta.source}: gaps.{gap_id}: a lasting gap is never closed "
-                f"(got {_show(state.value)})"
+                Problem(
+                    delta.source,
+                    f"gaps.{gap_id}",
+                    f"a lasting gap is never closed (got {_show(state.value)})",
+                )
             )
     for op, rule in delta.op_rules.items():
         if rule.gap is not None and rule.gap not in gaps:
             problems.append(
-                f"{delta.source}: ops.{_show(op)}.gap: {_unknown_gap(rule.gap, gaps)} "
-                f"(got {_show(rule.gap)})"
+                Problem(
+                    delta.source,
+                    f"ops.{_show(op)}.gap",
+                    f"{_unknown_gap(rule.gap, gaps)} (got {_show(rule.gap)})",
+                )
             )
 
 
@@ -186,20 +216,24 @@ def _merge(delta: _Delta, base: Release | None) -> Release:
 
 
 def _check_upstream_order(
-    delta: _Delta, base_name: str, base_upstream: Upstream | None, problems: list[str]
+    delta: _Delta, base_name: str, base_upstream: Upstream | None, problems: list[Problem]
 ) -> None:
     """A release's upstream range starts after its base's range ends."""
     if delta.upstream is None or base_upstream is None:
         return
     if delta.upstream.start <= base_upstream.end:
         problems.append(
-            f"{delta.source}: release.upstream.from: the range must start after the range of "
-            f"its base {base_name} ({base_upstream.start}..{base_upstream.end}) "
-            f"(got {_show(delta.upstream.start)})"
+            Problem(
+                delta.source,
+                "release.upstream.from",
+                f"the range must start after the range of "
+                f"its base {base_name} ({base_upstream.start}..{base_upstream.end}) "
+                f"(got {_show(delta.upstream.start)})",
+            )
         )
 
 
-def _check_commits_unique(deltas: Iterable[_Delta], problems: list[str]) -> None:
+def _check_commits_unique(deltas: Iterable[_Delta], problems: list[Problem]) -> None:
     """A commit belongs to one release: no sha is a prefix of a sha listed elsewhere."""
     seen: list[tuple[str, str]] = []
     for delta in deltas:
@@ -209,13 +243,17 @@ def _check_commits_unique(deltas: Iterable[_Delta], problems: list[str]) -> None
             for sha, where in seen:
                 if sha.startswith(commit.sha) or commit.sha.startswith(sha):
                     problems.append(
-                        f"{delta.source}: release.upstream.commits: commit {commit.sha} is "
-                        f"also listed in {where} (got {_show(commit.sha)})"
+                        Problem(
+                            delta.source,
+                            "release.upstream.commits",
+                            f"commit {commit.sha} is "
+                            f"also listed in {where} (got {_show(commit.sha)})",
+                        )
                     )
             seen.append((commit.sha, delta.source))
 
 
-def _check_consistency(release: Release, problems: list[str]) -> None:
+def _check_consistency(release: Release, problems: list[Problem]) -> None:
     """An op that does not lower cannot name a gap that is closed at the same release."""
     for op, rule in release.op_rules.items():
         if rule.gap is None:
@@ -223,14 +261,18 @@ def _check_consistency(release: Release, problems: list[str]) -> None:
         state = release.gap_states.get(rule.gap)
         if state is GapState.CLOSED:
             problems.append(
-                f"{release.source}: ops.{_show(op)}: decision {_show(rule.decision.value)} names gap "
-                f"{_show(rule.gap)}, which is closed at {release.name}; update the op or the gap "
-                f"state (got {_show(rule.decision.value)})"
+                Problem(
+                    release.source,
+                    f"ops.{_show(op)}",
+                    f"decision {_show(rule.decision.value)} names gap "
+                    f"{_show(rule.gap)}, which is closed at {release.name}; update the op or the gap "
+                    f"state (got {_show(rule.decision.value)})",
+                )
             )
 
 
 def _load_catalogue(files: list[tuple[str, bytes]]) -> Catalogue:
-    problems: list[str] = []
+    problems: list[Problem] = []
     gaps: dict[str, Gap] = {}
     deltas: list[_Delta] = []
     gaps_seen = False
@@ -245,9 +287,9 @@ def _load_catalogue(files: list[tuple[str, bytes]]) -> Catalogue:
                 deltas.append(delta)
         problems.extend(reader.problems)
     if not gaps_seen:
-        problems.append(f"{_GAPS_FILE}: <file>: the catalogue has no gaps file (got nothing)")
+        problems.append(Problem(_GAPS_FILE, "", "the catalogue has no gaps file (got nothing)"))
     if not deltas and not problems:
-        problems.append("<catalogue>: <files>: no release files (got nothing)")
+        problems.append(Problem("<catalogue>", "<files>", "no release files (got nothing)"))
 
     by_name: dict[str, _Delta] = {}
     for delta in deltas:
@@ -264,8 +306,11 @@ def _load_catalogue(files: list[tuple[str, bytes]]) -> Catalogue:
         )
         if clash is not None:
             problems.append(
-                f"{delta.source}: release.name: duplicate release name, also in {clash.source} "
-                f"(got {_show(delta.name)})"
+                Problem(
+                    delta.source,
+                    "release.name",
+                    f"duplicate release name, also in {clash.source} (got {_show(delta.name)})",
+                )
             )
             continue
         by_name[delta.name] = delta
@@ -273,23 +318,35 @@ def _load_catalogue(files: list[tuple[str, bytes]]) -> Catalogue:
     roots = [d for d in by_name.values() if d.base is None]
     if by_name and len(roots) != 1:
         problems.append(
-            "<catalogue>: release.base: exactly one release (the first) has no base "
-            f"(got {_show([d.name for d in roots])})"
+            Problem(
+                "<catalogue>",
+                "release.base",
+                "exactly one release (the first) has no base "
+                f"(got {_show([d.name for d in roots])})",
+            )
         )
     for delta in by_name.values():
         if delta.base is None:
             missing = sorted(set(gaps) - set(delta.gap_states))
             if missing:
                 problems.append(
-                    f"{delta.source}: gaps: the first release must give the state of every "
-                    f"gap; missing: {', '.join(missing)} (got {_show(sorted(delta.gap_states))})"
+                    Problem(
+                        delta.source,
+                        "gaps",
+                        f"the first release must give the state of every "
+                        f"gap; missing: {', '.join(missing)} (got {_show(sorted(delta.gap_states))})",
+                    )
                 )
             continue
         base = by_name.get(delta.base)
         if base is None:
             problems.append(
-                f"{delta.source}: release.base: unknown base release; valid releases: "
-                f"{', '.join(sorted(by_name))} (got {_show(delta.base)})"
+                Problem(
+                    delta.source,
+                    "release.base",
+                    f"unknown base release; valid releases: "
+                    f"{', '.join(sorted(by_name))} (got {_show(delta.base)})",
+                )
             )
         elif (
             delta.version is not None
@@ -297,13 +354,20 @@ def _load_catalogue(files: list[tuple[str, bytes]]) -> Catalogue:
             and not delta.version > base.version
         ):
             problems.append(
-                f"{delta.source}: release.name: a release must sort after its base "
-                f"{base.name} (got {_show(delta.name)})"
+                Problem(
+                    delta.source,
+                    "release.name",
+                    f"a release must sort after its base {base.name} (got {_show(delta.name)})",
+                )
             )
         if base is not None and delta.date and base.date and delta.date < base.date:
             problems.append(
-                f"{delta.source}: release.date: a release cannot predate its base {base.name} "
-                f"({base.date.isoformat()}) (got {_show(delta.date)})"
+                Problem(
+                    delta.source,
+                    "release.date",
+                    f"a release cannot predate its base {base.name} "
+                    f"({base.date.isoformat()}) (got {_show(delta.date)})",
+                )
             )
         if base is not None:
             _check_upstream_order(delta, base.name, base.upstream, problems)
@@ -321,8 +385,12 @@ def _load_catalogue(files: list[tuple[str, bytes]]) -> Catalogue:
                     reported |= cycle
                     chain = " -> ".join([*path, start.name])
                     problems.append(
-                        f"{start.source}: release.base: releases extend each other in a cycle "
-                        f"{chain} (got {_show(start.base)})"
+                        Problem(
+                            start.source,
+                            "release.base",
+                            f"releases extend each other in a cycle "
+                            f"{chain} (got {_show(start.base)})",
+                        )
                     )
                 break
             if current.base in path:

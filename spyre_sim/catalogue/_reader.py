@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,11 +31,7 @@ from spyre_sim.catalogue._model import (
     Upstream,
     UpstreamCommit,
 )
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from spyre_sim.problems import Problem, read_toml
 
 _TOP_RELEASE_KEYS = frozenset({"schema_version", "release", "gaps", "ops"})
 
@@ -144,20 +139,16 @@ class _Reader:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.problems: list[str] = []
+        self.problems: list[Problem] = []
         self.version = SCHEMA_VERSION
 
     def problem(self, key: str, what: str, got: object) -> None:
-        self.problems.append(f"{self.source}: {key}: {what} (got {_show(got)})")
+        self.problems.append(Problem(self.source, key, f"{what} (got {_show(got)})"))
 
     def _toml(self, raw: bytes) -> dict[str, Any] | None:
-        try:
-            return tomllib.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            self.problem("<file>", "not UTF-8 text", str(exc))
-        except tomllib.TOMLDecodeError as exc:
-            self.problem("<file>", "not valid TOML", str(exc))
-        return None
+        doc, problems = read_toml(raw, self.source)
+        self.problems.extend(problems)
+        return doc
 
     def _schema(self, doc: Mapping[str, Any], versions: Iterable[int] = SCHEMA_VERSIONS) -> int:
         """The file's schema version (the newest one when it is missing or unsupported, so
@@ -166,8 +157,11 @@ class _Reader:
         version = doc.get("schema_version")
         if "schema_version" not in doc:
             self.problems.append(
-                f"{self.source}: schema_version: missing; write "
-                f"schema_version = {allowed[-1]} (got nothing)"
+                Problem(
+                    self.source,
+                    "schema_version",
+                    f"missing; write schema_version = {allowed[-1]} (got nothing)",
+                )
             )
         elif type(version) is not int or version not in allowed:
             self.problem(
@@ -197,7 +191,7 @@ class _Reader:
     def _day(self, key: str, value: object, *, required: bool = True) -> _dt.date | None:
         if value is None:
             if required:
-                self.problems.append(f"{self.source}: {key}: missing (got nothing)")
+                self.problems.append(Problem(self.source, f"{key}", "missing (got nothing)"))
             return None
         if isinstance(value, _dt.datetime) or not isinstance(value, _dt.date | str):
             self.problem(key, "must be a date such as 2026-05-29", value)
@@ -245,8 +239,11 @@ class _Reader:
             day = self._day(f"{ckey}.date", body.get("date"))
             if "source" not in body:
                 self.problems.append(
-                    f"{self.source}: {ckey}.source: missing; say where the commit was seen "
-                    "(got nothing)"
+                    Problem(
+                        self.source,
+                        f"{ckey}.source",
+                        "missing; say where the commit was seen (got nothing)",
+                    )
                 )
                 csources: tuple[str, ...] = ()
             else:
@@ -279,7 +276,7 @@ class _Reader:
     def _string(self, key: str, value: object, *, required: bool = True) -> str | None:
         if value is None:
             if required:
-                self.problems.append(f"{self.source}: {key}: missing (got nothing)")
+                self.problems.append(Problem(self.source, f"{key}", "missing (got nothing)"))
             return None
         if not isinstance(value, str):
             self.problem(key, "must be a string", value)
@@ -343,8 +340,11 @@ class _Reader:
                 gaps[gap_id] = Gap(gap_id, title, nature, tuple(ops), description)
         if table is not None and UNLOWERED_GAP not in table:
             self.problems.append(
-                f"{self.source}: gaps: the catch-all gap {_show(UNLOWERED_GAP)} must be defined "
-                "(got nothing)"
+                Problem(
+                    self.source,
+                    "gaps",
+                    f"the catch-all gap {_show(UNLOWERED_GAP)} must be defined (got nothing)",
+                )
             )
         return gaps
 
@@ -359,8 +359,11 @@ class _Reader:
         head = self._table("release", doc.get("release"))
         if "release" not in doc:
             self.problems.append(
-                f"{self.source}: release: missing [release] table with name, base, date, "
-                "summary (got nothing)"
+                Problem(
+                    self.source,
+                    "release",
+                    "missing [release] table with name, base, date, summary (got nothing)",
+                )
             )
             head = None
         if head is not None:
@@ -425,7 +428,9 @@ class _Reader:
                 self._unknown_keys(key, body, _GAP_STATE_KEYS)
                 state_raw = body.get("state")
                 if state_raw is None:
-                    self.problems.append(f"{self.source}: {key}.state: missing (got nothing)")
+                    self.problems.append(
+                        Problem(self.source, f"{key}.state", "missing (got nothing)")
+                    )
                     continue
                 if "source" in body:
                     sources[gap_id] = self._sources(f"{key}.source", body["source"])
@@ -489,7 +494,7 @@ class _Reader:
                 source = self._sources(f"{key}.source", body["source"])
         decision_raw = body.get("decision")
         if decision_raw is None:
-            self.problems.append(f"{self.source}: {key}.decision: missing (got nothing)")
+            self.problems.append(Problem(self.source, f"{key}.decision", "missing (got nothing)"))
             return None
         if not isinstance(decision_raw, str):
             self.problem(f"{key}.decision", "must be a string", decision_raw)
