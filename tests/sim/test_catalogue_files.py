@@ -31,6 +31,7 @@ def texts(error: CatalogueError) -> list[str]:
     """The problems of ``error`` as shown (``<file>: <key>: <what> (got <value>)``)."""
     return [str(p) for p in error.problems]
 
+
 # Every broken file and the exact problems it must produce ({file} is the path given).
 BROKEN: dict[str, list[str]] = {
     "broken-base.toml": [

@@ -52,7 +52,7 @@ def test_fp32_square_is_left_to_aten() -> None:
 def test_pow_on_the_device_is_the_rounded_host_square(spyre: ModuleType) -> None:
     host = round_to_dl16(torch.randn(4, 64, dtype=torch.float16) * 40)
     assert torch.equal(host.to("spyre").pow(2).cpu(), round_to_dl16(host.pow(2)))
-    assert spyre.telemetry.snapshot()["ops"]["aten.pow.Tensor_Scalar"]["decomposed"] == 1
+    assert spyre.telemetry.snapshot().to_json()["ops"]["aten.pow.Tensor_Scalar"]["decomposed"] == 1
 
 
 def test_cast_to_fp32_on_the_device_keeps_the_dl16_values(spyre: ModuleType) -> None:
@@ -60,7 +60,7 @@ def test_cast_to_fp32_on_the_device_keeps_the_dl16_values(spyre: ModuleType) -> 
     on_device = host.to("spyre").to(torch.float32)
     assert on_device.dtype == torch.float16  # the device stores fp32 as fp16
     assert torch.equal(on_device.cpu(), host)
-    assert spyre.telemetry.snapshot()["ops"]["aten._to_copy.default"]["native"] == 1
+    assert spyre.telemetry.snapshot().to_json()["ops"]["aten._to_copy.default"]["native"] == 1
 
 
 def test_casts_to_fp16_on_the_device_are_rounded(spyre: ModuleType) -> None:

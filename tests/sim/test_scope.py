@@ -44,9 +44,9 @@ def test_harness_ops_get_host_semantics(spyre: ModuleType) -> None:
         assert out.device.type == "spyre"
         assert float(out.sum().cpu()) == 2 * 64 * 2.25
         assert view.shape == (13, 7)  # a sub-stick view: no layout rule in the harness
-    assert rec.snapshot["ops"]["aten.pow.Tensor_Scalar"] == {"harness": 1}
-    assert rec.snapshot["gaps"] == {} or "pow" not in rec.snapshot["gaps"]
-    assert rec.snapshot["errors"] == {}
+    assert rec.snapshot.to_json()["ops"]["aten.pow.Tensor_Scalar"] == {"harness": 1}
+    assert rec.snapshot.to_json()["gaps"] == {} or "pow" not in rec.snapshot.to_json()["gaps"]
+    assert rec.snapshot.to_json()["errors"] == {}
 
 
 def test_values_in_the_harness_are_still_device_values(spyre: ModuleType) -> None:
