@@ -31,6 +31,7 @@ from pytest_spyre.session import DeviceSession
 from spyre_adapters import SpyreAdaptersError
 from spyre_adapters.library.op_bridge import observe, op_name
 from spyre_sim import InferenceOnlyError, SpyreLoweringError
+from spyre_sim.telemetry import OpDecision, Snapshot
 from spyre_sim.telemetry import diff as telemetry_diff
 from spyre_sim.telemetry import snapshot as telemetry_snapshot
 
@@ -38,7 +39,6 @@ __all__ = ["RECORD_KEY", "TestRecorder", "blocker_text"]
 
 RECORD_KEY = pytest.StashKey[TestRecord]()
 _PHASES_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
-_HARNESS = "harness"
 
 
 def _find(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
@@ -149,21 +149,21 @@ class TestRecorder:
             self._current.adapter_errors.append(what)
 
     # -- phases ---------------------------------------------------------------------------------
-    def _fold(self, rec: TestRecord, before: dict[str, Any]) -> None:
+    def _fold(self, rec: TestRecord, before: Snapshot) -> None:
         delta = telemetry_diff(telemetry_snapshot(), before)
-        for gap, entry in delta.get("gaps", {}).items():
-            rec.gaps[gap] = rec.gaps.get(gap, 0) + int(entry["count"])
+        for gap, entry in delta.gaps.items():
+            rec.gaps[gap] = rec.gaps.get(gap, 0) + entry.count
             paths = rec.gap_modules.setdefault(gap, [])
-            paths.extend(p for p in entry.get("modules", []) if p not in paths)
-        for gap, count in delta.get("errors", {}).items():
+            paths.extend(p for p in entry.modules if p not in paths)
+        for gap, count in delta.errors.items():
             rec.gaps.setdefault(gap, 0)
-            if gap not in delta.get("gaps", {}):
-                rec.gaps[gap] += int(count)
-        for op, count in delta.get("fallbacks", {}).items():
-            rec.fallbacks[op] = rec.fallbacks.get(op, 0) + int(count)
-        for gap, entry in delta.get("miscompiles", {}).items():
-            rec.miscompiles[gap] = rec.miscompiles.get(gap, 0) + int(entry["count"])
-        rec.harness_ops += sum(int(d.get(_HARNESS, 0)) for d in delta.get("ops", {}).values())
+            if gap not in delta.gaps:
+                rec.gaps[gap] += count
+        for op, count in delta.fallbacks.items():
+            rec.fallbacks[op] = rec.fallbacks.get(op, 0) + count
+        for gap, entry in delta.miscompiles.items():
+            rec.miscompiles[gap] = rec.miscompiles.get(gap, 0) + entry.count
+        rec.harness_ops += delta.ops_decided(OpDecision.HARNESS)
 
     def _phase(self, item: pytest.Item) -> Generator[None, Any, Any]:
         rec = item.stash[RECORD_KEY]

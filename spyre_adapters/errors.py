@@ -1,6 +1,7 @@
 """The exceptions of :mod:`spyre_adapters`.
 
-One base class, :class:`SpyreAdaptersError`. Every error carries the facts a test or a caller
+One base class, :class:`SpyreAdaptersError` (and :class:`UnknownReleaseError`, which is
+:mod:`spyre_sim`'s: the catalogue's release lookup raises it). Every error carries the facts a test or a caller
 needs as attributes; its message says what failed (value quoted), where (file and key, adapter
 and module path), the rule, and the remedy.
 """
@@ -8,7 +9,14 @@ and module path), the rule, and the remedy.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+# One error for an unknown release name, raised by the catalogue's one release lookup
+# (``spyre_sim.catalogue.Catalogue.release``) and re-exported here for the adapter layer.
+from spyre_sim.errors import UnknownReleaseError
+
+# One problem type and one message format for every validated input (catalogue, manifests,
+# locks, waivers): :mod:`spyre_sim.problems`.
+from spyre_sim.problems import Problem, problems_message
 
 __all__ = [
     "AdapterApplyError",
@@ -30,19 +38,6 @@ class SpyreAdaptersError(Exception):
     """Base class of every error raised by :mod:`spyre_adapters`."""
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One problem found in a data file: ``where`` is the file, ``key`` the key inside it."""
-
-    where: str
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        key = f": {self.key}" if self.key else ""
-        return f"{self.where}{key}: {self.message}"
-
-
 class _ProblemsError(SpyreAdaptersError, ValueError):
     """An error listing every problem found at once (never only the first one)."""
 
@@ -50,9 +45,7 @@ class _ProblemsError(SpyreAdaptersError, ValueError):
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         self.problems: list[Problem] = list(problems)
-        count = len(self.problems)
-        head = f"{count} problem{'s' if count != 1 else ''} in {self._subject}"
-        super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
+        super().__init__(problems_message(self._subject, self.problems))
 
 
 class ManifestError(_ProblemsError):
@@ -126,21 +119,6 @@ class UnknownAdapterError(SpyreAdaptersError, LookupError):
         super().__init__(f"{what} is not registered (registered: {listing})")
 
     def __str__(self) -> str:  # LookupError would repr() the message otherwise
-        return str(self.args[0])
-
-
-class UnknownReleaseError(SpyreAdaptersError, LookupError):
-    """A stack release name is not in the catalogue."""
-
-    def __init__(self, spec: str, known: Sequence[str]) -> None:
-        self.spec = spec
-        self.known = list(known)
-        super().__init__(
-            f"unknown stack release {spec!r}: expected one of {', '.join(self.known)} "
-            f"or a path to a release TOML file"
-        )
-
-    def __str__(self) -> str:
         return str(self.args[0])
 
 

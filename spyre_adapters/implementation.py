@@ -36,6 +36,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from spyre_adapters._locate import locate_module
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 
@@ -73,10 +74,7 @@ def _origin(module_name: str) -> Path | None:
     module = sys.modules.get(module_name)
     origin = getattr(module, "__file__", None) if module is not None else None
     if origin is None:
-        try:
-            spec = importlib.util.find_spec(module_name)
-        except (ImportError, ValueError):
-            return None
+        spec = locate_module(module_name)
         origin = spec.origin if spec is not None else None
     if origin is None or not Path(origin).is_file():
         return None
@@ -275,10 +273,7 @@ def _imports(source: Path, package: str) -> set[str]:
 
 
 def _source_of(module_name: str) -> Path | None:
-    try:
-        spec = importlib.util.find_spec(module_name)
-    except (ImportError, ValueError):
-        return None
+    spec = locate_module(module_name)
     origin = spec.origin if spec is not None else None
     if origin is None or not origin.endswith(".py") or not Path(origin).is_file():
         return None

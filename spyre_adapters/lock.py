@@ -74,6 +74,7 @@ from spyre_adapters.lifecycle import Lifecycle
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 from spyre_adapters.stacks import ReleaseLike
+from spyre_sim.problems import read_toml_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -478,12 +479,9 @@ def pinned_manifests(lock: Lock, registry: Registry, release: str) -> list[Manif
 def read_lock(path: Path | str) -> Lock:
     """Read and validate a lock file; :class:`LockError` lists every problem."""
     where = str(path)
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise LockError([Problem(where, "", f"cannot be read: {exc}")]) from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise LockError([Problem(where, "", f"is not valid TOML: {exc}")]) from exc
+    _, data, problems = read_toml_file(Path(path), where)
+    if data is None:
+        raise LockError(problems)
     return parse_lock(data, where=where)
 
 

@@ -44,11 +44,11 @@ them with file and key.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import enum
 import hashlib
 import importlib
-import importlib.util
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -59,17 +59,17 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from spyre_adapters._locate import locate_module
 from spyre_adapters.errors import ManifestError, Problem
 from spyre_adapters.stacks import CatalogueLike, is_lasting
+from spyre_sim.problems import read_toml_file
 
 if sys.version_info >= (3, 11):
     from importlib.resources.abc import Traversable
 
-    import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     from importlib.abc import Traversable
 
-    import tomli as tomllib
 
 __all__ = [
     "BRIDGE_CANDIDATES",
@@ -225,7 +225,7 @@ class Manifest:
         module = sys.modules.get(module_name)
         origin = getattr(module, "__file__", None) if module is not None else None
         if origin is None:
-            spec = importlib.util.find_spec(module_name)
+            spec = locate_module(module_name)
             origin = spec.origin if spec is not None else None
         if origin is None or not Path(origin).is_file():
             return None
@@ -296,6 +296,7 @@ def parse_manifest(
     catalogue: CatalogueLike,
     check_entry_point: bool = True,
     sha256: str = "",
+    import_entry_point: bool = True,
 ) -> tuple[Manifest | None, list[Problem]]:
     """Validate one parsed manifest document; return the manifest (or ``None``) and every
     problem found. ``where`` names the file in problem messages."""
@@ -412,8 +413,10 @@ def parse_manifest(
                 f"{entry_point!r} is not of the form 'package.module:object'",
             )
             entry_point = None
-        elif check_entry_point:
+        elif check_entry_point and import_entry_point:
             _check_entry_point(check, entry_point, bridges)
+        elif check_entry_point:
+            _locate_entry_point(check, entry_point)
 
     if check.problems:
         return None, check.problems
@@ -628,18 +631,72 @@ def _check_entry_point(check: _Checker, entry_point: str, bridges: Sequence[Brid
             )
 
 
+def _locate_entry_point(check: _Checker, entry_point: str) -> None:
+    """The entry-point check of a process that runs no adapter: the module is found and binds
+    the object's name at its top level, without importing the module (nor torch, which every
+    implementation imports). Whether the object is an adapter is checked when it is loaded."""
+    module_name, _, attr_path = entry_point.partition(":")
+    attr = attr_path.split(".")[0]
+    loaded = sys.modules.get(module_name)
+    spec = None if loaded is not None else locate_module(module_name)
+    if loaded is None and spec is None:
+        check.problem(
+            "entry_point",
+            f"{entry_point!r} does not import: ModuleNotFoundError: "
+            f"No module named {module_name!r}",
+        )
+        return
+    if loaded is not None:
+        bound: bool | None = hasattr(loaded, attr)
+    else:
+        assert spec is not None
+        bound = _binds_at_top_level(spec.origin, attr)
+    if bound is False:
+        check.problem(
+            "entry_point",
+            f"{entry_point!r} does not import: AttributeError: module {module_name!r} has "
+            f"no attribute {attr!r}",
+        )
+
+
+def _binds_at_top_level(origin: str | None, name: str) -> bool | None:
+    """Whether the Python source at ``origin`` binds ``name`` at module level (``None``: not
+    known, e.g. no source file or a module ``__getattr__``)."""
+    if origin is None or not origin.endswith(".py"):
+        return None
+    try:
+        tree = ast.parse(Path(origin).read_bytes(), filename=origin)
+    except (OSError, SyntaxError, ValueError):
+        return None  # the import check of a process that loads the adapter says more
+    names: set[str] = set()
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                for child in getattr(node, block, []):
+                    if isinstance(child, ast.ExceptHandler):
+                        pending.extend(child.body)
+                    else:
+                        pending.append(child)
+    if "__getattr__" in names:
+        return None
+    return name in names
+
+
 def _read(file: Traversable, where: str) -> tuple[dict[str, Any] | None, str, list[Problem]]:
-    try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        return None, "", [Problem(where, "", f"cannot be read: {exc}")]
-    digest = hashlib.sha256(raw).hexdigest()
-    try:
-        return tomllib.loads(raw.decode("utf-8")), digest, []
-    except UnicodeDecodeError as exc:
-        return None, digest, [Problem(where, "", f"is not UTF-8 text: {exc}")]
-    except tomllib.TOMLDecodeError as exc:
-        return None, digest, [Problem(where, "", f"is not valid TOML: {exc}")]
+    raw, doc, problems = read_toml_file(file, where)
+    digest = hashlib.sha256(raw).hexdigest() if raw or doc is not None else ""
+    return doc, digest, problems
 
 
 def _layout_problems(
@@ -719,9 +776,15 @@ def load_manifest(
     catalogue: CatalogueLike,
     *,
     check_entry_point: bool = True,
+    import_entry_point: bool = True,
 ) -> Manifest:
     """Load and validate one manifest file; raise :class:`ManifestError` with every problem."""
-    return load_manifests([path], catalogue, check_entry_point=check_entry_point)[0]
+    return load_manifests(
+        [path],
+        catalogue,
+        check_entry_point=check_entry_point,
+        import_entry_point=import_entry_point,
+    )[0]
 
 
 def load_manifests(
@@ -729,12 +792,16 @@ def load_manifests(
     catalogue: CatalogueLike,
     *,
     check_entry_point: bool = True,
+    import_entry_point: bool = True,
 ) -> list[Manifest]:
     """Load and validate manifests: a directory tree (``<name>/<version>.toml``) or files.
 
     All or nothing: when any file has a problem, :class:`ManifestError` lists the problems of
     every file and no manifest is returned. Two files declaring the same name and version are a
     problem too.
+
+    ``import_entry_point=False`` checks each entry point without importing it (the module is
+    found and binds the name), for processes that run no adapter: it keeps torch unloaded.
     """
     candidates: list[tuple[Traversable, str | None]]
     problems: list[Problem] = []
@@ -760,6 +827,7 @@ def load_manifests(
             catalogue=catalogue,
             check_entry_point=check_entry_point,
             sha256=digest,
+            import_entry_point=import_entry_point,
         )
         problems.extend(found)
         if manifest is None:

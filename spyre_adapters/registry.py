@@ -70,8 +70,11 @@ class Registry:
     naming both sources. Adding is atomic: a rejected batch leaves the registry unchanged.
     """
 
-    def __init__(self, catalogue: CatalogueLike) -> None:
+    def __init__(self, catalogue: CatalogueLike, *, import_entry_points: bool = True) -> None:
         self.catalogue = catalogue
+        #: whether manifest entry points are imported when validated (``False``: only located,
+        #: for processes that run no adapter; see :func:`~spyre_adapters.manifest.load_manifests`)
+        self.import_entry_points = import_entry_points
         self._manifests: dict[tuple[str, Version], Manifest] = {}
         self._sources: dict[tuple[str, Version], str] = {}
         # name -> versions oldest first; the sorted views are rebuilt on add, not on read
@@ -126,7 +129,11 @@ class Registry:
     ) -> list[Manifest]:
         """Validate every manifest under ``root`` (``<name>/<version>.toml``) against this
         registry's catalogue and register them all, or raise and register none."""
-        manifests = load_manifests(Path(root) if isinstance(root, str) else root, self.catalogue)
+        manifests = load_manifests(
+            Path(root) if isinstance(root, str) else root,
+            self.catalogue,
+            import_entry_point=self.import_entry_points,
+        )
         self.add_all(manifests, source=source)
         return manifests
 
@@ -200,6 +207,7 @@ def build_registry(
     disable: Sequence[str] = (),
     entry_points: bool = True,
     plugins: Sequence[object] = (),
+    import_entry_points: bool = True,
 ) -> Registry:
     """Discover adapter plugins and return a filled :class:`Registry`.
 
@@ -207,7 +215,8 @@ def build_registry(
     ``disable`` lists plugin names to skip, added to ``SPYRE_ADAPTERS_DISABLE``.
     ``entry_points=False`` skips the installed entry points (built-ins included) and uses only
     ``plugins``: extra plugin objects or modules implementing the hook (registered under their
-    ``__name__``, or their class name).
+    ``__name__``, or their class name). ``import_entry_points=False`` validates the manifests'
+    entry points without importing them (for tools that run no adapter: no torch import).
     """
     catalogue = default_catalogue() if catalogue is None else catalogue
     blocked = [*disable, *_disabled_from_env()]
@@ -224,7 +233,7 @@ def build_registry(
             _register(manager, plugin, name)
     _check_hooks(manager)
 
-    registry = Registry(catalogue)
+    registry = Registry(catalogue, import_entry_points=import_entry_points)
     for impl in manager.hook.spyre_adapters_register.get_hookimpls():
         name = impl.plugin_name
         with registry._loading(name, distributions.get(name)):

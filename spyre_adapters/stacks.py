@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from spyre_adapters.errors import UnknownReleaseError
 
@@ -66,6 +66,10 @@ class CatalogueLike(Protocol):
     @property
     def releases(self) -> Sequence[ReleaseLike]: ...
 
+    def release(self, name: str) -> ReleaseLike:
+        """The release called ``name``; raises :class:`UnknownReleaseError` if none is."""
+        ...
+
     @property
     def gaps(self) -> Mapping[str, GapLike]: ...
 
@@ -104,17 +108,10 @@ def release_of(
     if not isinstance(stack, (str, os.PathLike)):
         return stack
     text = os.fspath(stack)
-    for release in catalogue.releases:
-        if release.name == text:
-            return release
-    try:  # "2026.5" names the same release as "2026.05"
-        wanted = Version(text)
-    except InvalidVersion:
+    try:  # the catalogue's one lookup ("2026.5" names the same release as "2026.05")
+        return catalogue.release(text)
+    except UnknownReleaseError:
         pass
-    else:
-        for release in catalogue.releases:
-            if release.version == wanted:
-                return release
     if isinstance(stack, os.PathLike) or text.endswith(".toml") or Path(text).is_file():
         module: Any = importlib.import_module("spyre_sim.catalogue")
         return cast(ReleaseLike, module.resolve_stack(text))

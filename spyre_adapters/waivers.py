@@ -30,14 +30,15 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from spyre_adapters.errors import Problem, WaiverError
+from spyre_sim.problems import read_toml_file
 
 if TYPE_CHECKING:
     from spyre_adapters.registry import Registry
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+    pass
 
 __all__ = [
     "WAIVERS_SCHEMA_VERSION",
@@ -83,12 +84,9 @@ def find_waiver(waivers: Iterable[Waiver], name: str, version: Version) -> Waive
 def load_waivers(path: Path | str) -> list[Waiver]:
     """Read a waivers file; raise :class:`WaiverError` listing every problem."""
     where = str(path)
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise WaiverError([Problem(where, "", f"cannot be read: {exc}")]) from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise WaiverError([Problem(where, "", f"is not valid TOML: {exc}")]) from exc
+    _, data, problems = read_toml_file(Path(path), where)
+    if data is None:
+        raise WaiverError(problems)
     return parse_waivers(data, where=where)
 
 

@@ -14,7 +14,9 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-_stack: list[torch.nn.Module] = []
+from spyre_sim.state import device_state
+
+_stack: list[torch.nn.Module] = device_state.module_stack  # the device state's list
 _PathCache = dict[int, tuple["weakref.ref[torch.nn.Module]", str]]
 _paths: weakref.WeakKeyDictionary[torch.nn.Module, _PathCache] = weakref.WeakKeyDictionary()
 _handles: list[RemovableHandle] = []

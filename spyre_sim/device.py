@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from spyre_sim import _modules, _tensor, backend
+from spyre_sim import _modules, _special_ops, _storage, _tensor, backend
+from spyre_sim.state import device_state
 
 __all__ = ["register"]
 
@@ -38,9 +39,9 @@ def _empty_memory_format(
     pin_memory: bool | None = None,
     memory_format: torch.memory_format | None = None,
 ) -> torch.Tensor:
-    dtype = _tensor.storage_dtype(dtype or torch.get_default_dtype())
+    dtype = _storage.storage_dtype(dtype or torch.get_default_dtype())
     host = torch.empty(size, dtype=dtype, memory_format=memory_format or torch.contiguous_format)
-    return _tensor._wrap(host)
+    return _tensor.wrap(host)
 
 
 def _empty_strided(
@@ -51,16 +52,16 @@ def _empty_strided(
     device: Any = None,
     pin_memory: bool | None = None,
 ) -> torch.Tensor:
-    dtype = _tensor.storage_dtype(dtype or torch.get_default_dtype())
-    return _tensor._wrap(torch.empty_strided(size, stride, dtype=dtype))
+    dtype = _storage.storage_dtype(dtype or torch.get_default_dtype())
+    return _tensor.wrap(torch.empty_strided(size, stride, dtype=dtype))
 
 
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
-    return _tensor._copy_from(src, dst, resize=False)  # type: ignore[no-any-return]
+    return _special_ops.copy_from(src, dst, resize=False)  # type: ignore[no-any-return]
 
 
 def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
-    return _tensor._copy_from(src, dst, resize=True)  # type: ignore[no-any-return]
+    return _special_ops.copy_from(src, dst, resize=True)  # type: ignore[no-any-return]
 
 
 def _sdpa_whole(*args: Any, **kwargs: Any) -> Any:
@@ -82,7 +83,7 @@ def register() -> None:
 
     if getattr(torch, "spyre", None) is None:
         _setup_privateuseone_for_python_backend("spyre", backend_module=backend)
-    _tensor.DEVICE = torch.device("spyre", 0)
+    device_state.device = torch.device("spyre", 0)
     aten = _Library("aten", "IMPL")
     aten.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
     aten.impl("empty_strided", _empty_strided, "PrivateUse1")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from spyre_sim.problems import Problem, problems_message
+
 __all__ = [
     "CatalogueError",
     "InferenceOnlyError",
@@ -18,6 +20,7 @@ __all__ = [
     "SpyreLoweringError",
     "SpyreSimError",
     "SpyreStackResolutionWarning",
+    "UnknownReleaseError",
 ]
 
 
@@ -116,14 +119,29 @@ class InferenceOnlyError(SpyreSimError, RuntimeError):
 
 
 class CatalogueError(SpyreSimError, ValueError):
-    """A stack-release file is malformed. ``problems`` lists every problem found, each as
-    ``"<file>: <key>: <what is wrong> (got <value>)"``; the message shows all of them."""
+    """A stack-release file is malformed. ``problems`` lists every problem found, each a
+    :class:`~spyre_sim.problems.Problem` shown as ``"<file>: <key>: <what is wrong> (got
+    <value>)"``; the message shows all of them (:func:`~spyre_sim.problems.problems_message`)."""
 
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        count = len(self.problems)
-        head = f"{count} problem{'s' if count != 1 else ''} in stack-release data"
-        super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems: list[Problem] = list(problems)
+        super().__init__(problems_message("stack-release data", self.problems))
+
+
+class UnknownReleaseError(SpyreSimError, LookupError):
+    """A stack release name the catalogue does not know. ``spec`` is the name asked for,
+    ``known`` the catalogue's release names (oldest first)."""
+
+    def __init__(self, spec: str, known: Sequence[str]) -> None:
+        self.spec = spec
+        self.known = list(known)
+        super().__init__(
+            f"unknown stack release {spec!r}: expected one of {', '.join(self.known)} "
+            f"or a path to a release TOML file"
+        )
+
+    def __str__(self) -> str:  # LookupError would repr() the message otherwise
+        return str(self.args[0])
 
 
 class SpyreSimWarning(UserWarning):

@@ -48,8 +48,9 @@ decision is ``miscompiled`` for that gap), and records it in telemetry with the 
   stick (64 elements) of the result reads as zero.
 
 Every reproduction is registered with :func:`_register` (gap id, ATen packet); a function that
-only marks a result (``rotate-half``'s ``neg``, ``fp32-reduce-rows``'s upcasts) returns
-``None``. Sources for each are in ``spyre_sim/data/gaps.toml``.
+only marks a result (``fp32-reduce-rows``'s upcasts) returns ``None``. A note on a result that
+a later reproduction reads, set on the result's wrapper, is a :class:`Mark`
+(``rotate-half``'s ``neg``: :func:`neg_of_a_slice`), registered with :func:`_register_mark`. Sources for each are in ``spyre_sim/data/gaps.toml``.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ __all__ = [
     "NEAR_CONSTANT_VARIANCE",
     "SDPA_STICK",
     "UPCAST_ATTR",
+    "Mark",
     "Miscompile",
     "decode_query_heads",
     "fp32_upcast_tag",
@@ -76,7 +78,9 @@ __all__ = [
     "generic_corruption",
     "indexed_dim_rows",
     "layer_norm_nan",
+    "marks_for",
     "miscompiles_for",
+    "neg_of_a_slice",
     "mem_pool_cache_concat",
     "rotate_half_concat",
     "sdpa_strided_read",
@@ -111,6 +115,41 @@ def _register(gap: str, packet: str) -> Callable[[Apply], Apply]:
     return add
 
 
+# mark(wrapped args, kwargs) -> (attribute, value) to set on the result's wrapper, or None
+MarkFn = Callable[[Sequence[Any], dict[str, Any]], "tuple[str, Any] | None"]
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Not a corruption: a note on an op's result that a later op's reproduction reads (while
+    ``gap`` is miscompiled), e.g. ``neg`` of a slice, for ``rotate-half``'s ``cat``."""
+
+    gap: str
+    packet: str
+    mark: MarkFn
+
+
+_MARKS: dict[str, list[Mark]] = {}
+
+
+def _register_mark(gap: str, packet: str) -> Callable[[MarkFn], MarkFn]:
+    def add(fn: MarkFn) -> MarkFn:
+        _MARKS.setdefault(packet, []).append(Mark(gap, packet, fn))
+        return fn
+
+    return add
+
+
+def marks_for(packet: str) -> tuple[Mark, ...]:
+    """Marks registered for an ATen packet."""
+    return tuple(_MARKS.get(packet, ()))
+
+
+def registered_marks() -> tuple[Mark, ...]:
+    """Every registered mark."""
+    return tuple(m for found in _MARKS.values() for m in found)
+
+
 def miscompiles_for(packet: str) -> tuple[Miscompile, ...]:
     """Reproductions registered for an ATen packet."""
     return tuple(_BY_PACKET.get(packet, ()))
@@ -123,6 +162,16 @@ def registered() -> tuple[Miscompile, ...]:
 
 def _host(t: Any) -> Any:
     return getattr(t, "_host", t)
+
+
+@_register_mark("rotate-half", "aten.neg")
+def neg_of_a_slice(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, Any] | None:
+    """``neg`` of part of a larger tensor (a slice): its result carries the host tensor that
+    was negated (:data:`NEG_SOURCE_ATTR`), so that ``cat`` can see the rotate_half pattern."""
+    h = getattr(args[0], "_host", None) if args else None  # a device tensor's host
+    if isinstance(h, torch.Tensor) and h.untyped_storage().nbytes() > h.numel() * h.element_size():
+        return NEG_SOURCE_ATTR, h
+    return None
 
 
 @_register("rotate-half", "aten.cat")

@@ -31,11 +31,11 @@ from types import CodeType
 
 import torch
 
-from spyre_sim import _modules
+from spyre_sim.state import device_state
 
 __all__ = ["in_model_scope", "model_scope"]
 
-_depth = 0
+_state = device_state
 # code objects named "generate": whether they are methods of an nn.Module (decided once each)
 _generate_codes: dict[CodeType, bool] = {}
 _GENERATE = "generate"
@@ -48,17 +48,16 @@ def model_scope() -> Iterator[None]:
     with spyre_sim.model_scope():
         logits = my_decode_loop(model, ids)
     """
-    global _depth
-    _depth += 1
+    _state.scope_depth += 1
     try:
         yield
     finally:
-        _depth -= 1
+        _state.scope_depth -= 1
 
 
 def in_model_scope() -> bool:
     """Whether an op issued now belongs to a model's computation (see the module docstring)."""
-    if _modules._stack or _depth:
+    if _state.module_stack or _state.scope_depth:
         return True
     return _in_generate()
 
@@ -80,5 +79,4 @@ def _in_generate() -> bool:
 
 def reset() -> None:
     """Leave every :func:`model_scope` (after an interrupted block in tests)."""
-    global _depth
-    _depth = 0
+    _state.scope_depth = 0

@@ -1,6 +1,6 @@
 """The active stack release of the emulated device.
 
-The active release is **process-wide** (one module-level value shared by every thread), like
+The active release is **process-wide** (one value of :data:`spyre_sim.state.device_state`, shared by every thread), like
 the stack installed on a real machine. Select it explicitly::
 
     spyre_sim.use_stack("2026.05")               # plain call: stays active
@@ -27,7 +27,6 @@ cache of decisions can be keyed on it (or dropped when it differs from the cache
 from __future__ import annotations
 
 import os
-import threading
 from types import TracebackType
 
 from spyre_sim.catalogue import (
@@ -37,17 +36,16 @@ from spyre_sim.catalogue import (
     resolve_stack,
     resolve_upstream,
 )
+from spyre_sim.state import device_state
 
 __all__ = ["current_stack", "stack_generation", "use_stack"]
 
-_lock = threading.Lock()
-_current: Release | None = None
-_generation = 0
+_state = device_state  # the active release and its generation live in the device state
 
 
 def current_stack() -> Release:
     """The active release (the newest built-in one unless :func:`use_stack` chose another)."""
-    release = _current
+    release = _state.release
     if release is None:
         release = _activate_default()
     return release
@@ -55,7 +53,7 @@ def current_stack() -> Release:
 
 def stack_generation() -> int:
     """A counter that increments whenever the active release changes (starts at 0)."""
-    return _generation
+    return _state.stack_generation
 
 
 def use_stack(spec: str | os.PathLike[str] | Release) -> _StackContext:
@@ -111,20 +109,18 @@ class _StackContext:
 
 def _swap(release: Release | None) -> Release | None:
     """Install ``release`` (``None``: back to the lazy default); return the one it replaces."""
-    global _current, _generation
-    with _lock:
-        previous = _current
+    with _state.stack_lock:
+        previous = _state.release
         if release is not previous:
-            _current = release
-            _generation += 1
+            _state.release = release
+            _state.stack_generation += 1
         return previous
 
 
 def _activate_default() -> Release:
-    global _current, _generation
     newest = builtin_catalogue().newest
-    with _lock:
-        if _current is None:
-            _current = newest
-            _generation += 1
-        return _current
+    with _state.stack_lock:
+        if _state.release is None:
+            _state.release = newest
+            _state.stack_generation += 1
+        return _state.release

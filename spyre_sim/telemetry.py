@@ -1,52 +1,79 @@
-"""Always-on counters of what the emulated device did.
+"""Always-on counters of what the emulated device did, read as typed, frozen snapshots.
 
-The hot path only bumps plain ``dict`` counters; :func:`snapshot` turns them into plain,
-JSON-serialisable data (schema version 1)::
+The hot path only bumps plain ``dict`` counters (held by :data:`spyre_sim.state.device_state`);
+:func:`snapshot` turns them into a :class:`Snapshot`: frozen dataclasses, with an
+:class:`OpDecision` for every counted decision::
 
-    {"schema_version": 1,
-     "ops": {"aten.mm.default": {"native": 3}},
-     "fallbacks": {"aten.arange.default": 2},
-     "transfers": {"host_to_device": n, "device_to_host": n,
-                   "host_to_device_bytes": b, "device_to_host_bytes": b},
-     "gaps": {"sin-cos": {"count": 2, "modules": ["model.rotary_emb"],
-                          "module_counts": {"model.rotary_emb": 2}}},
-     "miscompiles": {"rotate-half": {"count": 1, "modules": [...], "module_counts": {...}}},
-     "errors": {"sin-cos": 1}}
+    snap = spyre_sim.telemetry.snapshot()
+    snap.ops["aten.mm.default"][OpDecision.NATIVE]      # 3
+    snap.fallbacks["aten.arange.default"]                # 2
+    snap.transfers.host_to_device_bytes
+    snap.gaps["sin-cos"].count, snap.gaps["sin-cos"].modules
+    snap.miscompiles, snap.errors
 
 ``gaps`` counts every op whose decision named a gap (fallback, decomposed, unsupported,
-miscompiled, layout errors); ``errors`` counts the raised ones only. ``module_counts`` (an
-addition to the base schema) keeps :func:`diff` exact; ``modules`` is its sorted key list.
-Snapshots from several processes combine with :func:`merge`; :func:`record` captures what
-happened inside a ``with`` block.
+miscompiled, layout errors); ``errors`` counts the raised ones only. A gap's
+``module_counts`` keeps :func:`diff` exact; ``modules`` is its sorted key list.
+
+JSON is for the edges only (files, other processes): :meth:`Snapshot.to_json` writes schema
+version 1, whose shape is :data:`JSON_SCHEMA` (a JSON Schema, as code), and
+:meth:`Snapshot.from_json` reads it back (a document without ``module_counts`` counts each
+listed module once). Snapshots from several processes combine with :func:`merge`;
+:func:`diff` subtracts; :func:`record` captures what happened inside a ``with`` block.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
+import enum
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Recording", "SCHEMA_VERSION", "diff", "merge", "record", "reset", "snapshot"]
+from spyre_sim.state import TRANSFER_KEYS, device_state
+
+__all__ = [
+    "JSON_SCHEMA",
+    "SCHEMA_VERSION",
+    "GapCount",
+    "OpDecision",
+    "Recording",
+    "Snapshot",
+    "Transfers",
+    "diff",
+    "merge",
+    "record",
+    "reset",
+    "snapshot",
+]
 
 SCHEMA_VERSION = 1
 
-_TRANSFER_KEYS = (
-    "host_to_device",
-    "device_to_host",
-    "host_to_device_bytes",
-    "device_to_host_bytes",
-)
+_TRANSFER_KEYS = TRANSFER_KEYS
 
-# Internal state. Hot-path writers use the small functions below or bump these directly.
-_ops: dict[tuple[str, str], int] = {}
-_fallbacks: dict[str, int] = {}
-_transfers: dict[str, int] = dict.fromkeys(_TRANSFER_KEYS, 0)
-_gaps: dict[str, dict[str, int]] = {}
-_miscompiles: dict[str, dict[str, int]] = {}
-_errors: dict[str, int] = {}
+# The counters live in the device state (spyre_sim.state); these names are the same dicts,
+# so the hot path bumps a module-level dict.
+_counters = device_state.counters
+_ops = _counters.ops
+_fallbacks = _counters.fallbacks
+_transfers = _counters.transfers
+_gaps = _counters.gaps
+_miscompiles = _counters.miscompiles
+_errors = _counters.errors
 
 _NO_MODULE = ""  # key used when an op ran outside any nn.Module forward
+
+
+class OpDecision(enum.Enum):
+    """What the device did with a counted op: a catalogue decision, or ``harness`` (an op of
+    the test harness, run with host semantics: :mod:`spyre_sim.scope`)."""
+
+    NATIVE = "native"
+    DECOMPOSED = "decomposed"
+    FALLBACK = "cpu-fallback"
+    UNSUPPORTED = "unsupported"
+    MISCOMPILED = "miscompiled"
+    HARNESS = "harness"
 
 
 def count_op(op: str, decision: str) -> None:
@@ -91,117 +118,230 @@ def _bump(table: dict[str, dict[str, int]], gap: str, module_path: str | None) -
 
 
 def reset() -> None:
-    """Forget every count (e.g. between tests)."""
-    _ops.clear()
-    _fallbacks.clear()
-    _gaps.clear()
-    _miscompiles.clear()
-    _errors.clear()
-    for key in _TRANSFER_KEYS:
-        _transfers[key] = 0
+    """Forget every count (e.g. between tests; ``device_state.reset()`` does it too)."""
+    _counters.clear()
 
 
-def _gap_entry(per_module: dict[str, int]) -> dict[str, Any]:
-    named = {m: n for m, n in sorted(per_module.items()) if m != _NO_MODULE}
-    return {"count": sum(per_module.values()), "modules": list(named), "module_counts": named}
+# --- the typed snapshot ---------------------------------------------------------------------
 
 
-def snapshot() -> dict[str, Any]:
-    """The counts so far as plain data (dicts, lists, ints, strings): JSON-serialisable."""
-    ops: dict[str, dict[str, int]] = {}
-    for (op, decision), n in sorted(_ops.items()):
-        ops.setdefault(op, {})[decision] = n
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "ops": ops,
-        "fallbacks": dict(sorted(_fallbacks.items())),
-        "transfers": dict(_transfers),
-        "gaps": {g: _gap_entry(m) for g, m in sorted(_gaps.items())},
-        "miscompiles": {g: _gap_entry(m) for g, m in sorted(_miscompiles.items())},
-        "errors": dict(sorted(_errors.items())),
-    }
+@dataclass(frozen=True)
+class Transfers:
+    """Host<->device copies and their bytes."""
+
+    host_to_device: int = 0
+    device_to_host: int = 0
+    host_to_device_bytes: int = 0
+    device_to_host_bytes: int = 0
 
 
-def _empty() -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "ops": {},
-        "fallbacks": {},
-        "transfers": dict.fromkeys(_TRANSFER_KEYS, 0),
-        "gaps": {},
-        "miscompiles": {},
-        "errors": {},
-    }
+@dataclass(frozen=True)
+class GapCount:
+    """How often a gap was hit (or miscompiled), in total and per module path (``""``: outside
+    any module forward)."""
+
+    count: int
+    module_counts: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The module paths that hit it, sorted (outside any forward is not listed)."""
+        return tuple(sorted(m for m in self.module_counts if m != _NO_MODULE))
 
 
-def _module_counts(entry: dict[str, Any]) -> dict[str, int]:
+@dataclass(frozen=True)
+class Snapshot:
+    """The counts at one moment (or between two: :func:`diff`); see the module docstring."""
+
+    ops: Mapping[str, Mapping[OpDecision, int]] = field(default_factory=dict)
+    fallbacks: Mapping[str, int] = field(default_factory=dict)
+    transfers: Transfers = Transfers()
+    gaps: Mapping[str, GapCount] = field(default_factory=dict)
+    miscompiles: Mapping[str, GapCount] = field(default_factory=dict)
+    errors: Mapping[str, int] = field(default_factory=dict)
+
+    def ops_decided(self, decision: OpDecision) -> int:
+        """How many op executions got ``decision``."""
+        return sum(by.get(decision, 0) for by in self.ops.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """The snapshot as a JSON document of schema version 1 (:data:`JSON_SCHEMA`)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "ops": {
+                op: {d.value: n for d, n in sorted(by.items(), key=lambda i: i[0].value)}
+                for op, by in sorted(self.ops.items())
+            },
+            "fallbacks": dict(sorted(self.fallbacks.items())),
+            "transfers": {key: getattr(self.transfers, key) for key in _TRANSFER_KEYS},
+            "gaps": {g: _gap_json(e) for g, e in sorted(self.gaps.items())},
+            "miscompiles": {g: _gap_json(e) for g, e in sorted(self.miscompiles.items())},
+            "errors": dict(sorted(self.errors.items())),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Snapshot:
+        """A snapshot from a JSON document (:meth:`to_json`, another process, a file); a
+        document of another schema version raises ``ValueError``."""
+        version = doc.get("schema_version", SCHEMA_VERSION)
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"cannot read telemetry schema_version {version!r}; "
+                f"this spyre_sim writes version {SCHEMA_VERSION}"
+            )
+        transfers = doc.get("transfers", {})
+        return cls(
+            ops={
+                str(op): {OpDecision(d): int(n) for d, n in by.items()}
+                for op, by in doc.get("ops", {}).items()
+            },
+            fallbacks={str(k): int(n) for k, n in doc.get("fallbacks", {}).items()},
+            transfers=Transfers(**{k: int(transfers.get(k, 0)) for k in _TRANSFER_KEYS}),
+            gaps={str(g): _gap_from_json(e) for g, e in doc.get("gaps", {}).items()},
+            miscompiles={str(g): _gap_from_json(e) for g, e in doc.get("miscompiles", {}).items()},
+            errors={str(k): int(n) for k, n in doc.get("errors", {}).items()},
+        )
+
+
+def _gap_json(entry: GapCount) -> dict[str, Any]:
+    named = {m: n for m, n in sorted(entry.module_counts.items()) if m != _NO_MODULE}
+    return {"count": entry.count, "modules": list(named), "module_counts": named}
+
+
+def _gap_from_json(entry: Mapping[str, Any]) -> GapCount:
     counts = entry.get("module_counts")
-    if isinstance(counts, dict):
-        return {str(k): int(v) for k, v in counts.items()}
-    # A snapshot without per-module counts (written by hand or by an older tool): one each.
-    return {str(m): 1 for m in entry.get("modules", [])}
+    if isinstance(counts, Mapping):
+        per_module = {str(k): int(v) for k, v in counts.items()}
+    else:  # written by hand or by an older tool: each listed module once
+        per_module = {str(m): 1 for m in entry.get("modules", [])}
+    return GapCount(int(entry.get("count", sum(per_module.values()))), per_module)
 
 
-def _combine(a: dict[str, Any], b: dict[str, Any], sign: int) -> dict[str, Any]:
-    out = copy.deepcopy(a)
-    for op, decisions in b.get("ops", {}).items():
-        slot = out["ops"].setdefault(op, {})
-        for decision, n in decisions.items():
-            slot[decision] = slot.get(decision, 0) + sign * n
-    for section in ("fallbacks", "errors", "transfers"):
-        for key, n in b.get(section, {}).items():
-            out[section][key] = out[section].get(key, 0) + sign * n
-    for section in ("gaps", "miscompiles"):
-        for gap, entry in b.get(section, {}).items():
-            mine = out[section].get(gap, {"count": 0, "module_counts": {}})
-            counts = _module_counts(mine)
-            for m, n in _module_counts(entry).items():
-                counts[m] = counts.get(m, 0) + sign * n
-            counts = {m: n for m, n in sorted(counts.items()) if n > 0}
-            out[section][gap] = {
-                "count": mine.get("count", 0) + sign * entry.get("count", 0),
-                "modules": list(counts),
-                "module_counts": counts,
-            }
+_COUNTS: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "integer"}}
+_GAP_ENTRY: dict[str, Any] = {
+    "type": "object",
+    "required": ["count", "modules"],
+    "properties": {
+        "count": {"type": "integer"},
+        "modules": {"type": "array", "items": {"type": "string"}},
+        "module_counts": _COUNTS,
+    },
+}
+
+#: The JSON Schema of :meth:`Snapshot.to_json` (schema version 1).
+JSON_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "spyre_sim telemetry snapshot",
+    "type": "object",
+    "required": [
+        "schema_version",
+        "ops",
+        "fallbacks",
+        "transfers",
+        "gaps",
+        "miscompiles",
+        "errors",
+    ],
+    "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "ops": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "propertyNames": {"enum": [d.value for d in OpDecision]},
+                "additionalProperties": {"type": "integer"},
+            },
+        },
+        "fallbacks": _COUNTS,
+        "transfers": {
+            "type": "object",
+            "required": list(_TRANSFER_KEYS),
+            "properties": {key: {"type": "integer"} for key in _TRANSFER_KEYS},
+        },
+        "gaps": {"type": "object", "additionalProperties": _GAP_ENTRY},
+        "miscompiles": {"type": "object", "additionalProperties": _GAP_ENTRY},
+        "errors": _COUNTS,
+    },
+}
+
+
+def snapshot() -> Snapshot:
+    """The counts so far."""
+    ops: dict[str, dict[OpDecision, int]] = {}
+    for (op, decision), n in sorted(_ops.items()):
+        ops.setdefault(op, {})[OpDecision(decision)] = n
+    return Snapshot(
+        ops=ops,
+        fallbacks=dict(sorted(_fallbacks.items())),
+        transfers=Transfers(**_transfers),
+        gaps={g: GapCount(sum(m.values()), dict(m)) for g, m in sorted(_gaps.items())},
+        miscompiles={
+            g: GapCount(sum(m.values()), dict(m)) for g, m in sorted(_miscompiles.items())
+        },
+        errors=dict(sorted(_errors.items())),
+    )
+
+
+def _add(a: Mapping[Any, int], b: Mapping[Any, int], sign: int) -> dict[Any, int]:
+    out = dict(a)
+    for key, n in b.items():
+        out[key] = out.get(key, 0) + sign * n
+    return {k: n for k, n in sorted(out.items(), key=lambda i: str(i[0])) if n}
+
+
+def _add_gaps(
+    a: Mapping[str, GapCount], b: Mapping[str, GapCount], sign: int
+) -> dict[str, GapCount]:
+    out: dict[str, GapCount] = {}
+    for gap in sorted(set(a) | set(b)):
+        mine, theirs = a.get(gap, GapCount(0)), b.get(gap, GapCount(0))
+        count = mine.count + sign * theirs.count
+        if count:
+            per_module = _add(mine.module_counts, theirs.module_counts, sign)
+            out[gap] = GapCount(count, {m: n for m, n in per_module.items() if n > 0})
     return out
 
 
-def _prune(snap: dict[str, Any]) -> dict[str, Any]:
-    snap["ops"] = {
-        op: {d: n for d, n in ds.items() if n}
-        for op, ds in sorted(snap["ops"].items())
-        if any(ds.values())
-    }
-    for section in ("fallbacks", "errors"):
-        snap[section] = {k: n for k, n in sorted(snap[section].items()) if n}
-    for section in ("gaps", "miscompiles"):
-        snap[section] = {g: e for g, e in sorted(snap[section].items()) if e["count"]}
-    return snap
+def _combine(a: Snapshot, b: Snapshot, sign: int) -> Snapshot:
+    ops: dict[str, dict[OpDecision, int]] = {}
+    for op in sorted(set(a.ops) | set(b.ops)):
+        by = _add(a.ops.get(op, {}), b.ops.get(op, {}), sign)
+        if by:
+            ops[op] = by
+    transfers = Transfers(
+        **{
+            key: getattr(a.transfers, key) + sign * getattr(b.transfers, key)
+            for key in _TRANSFER_KEYS
+        }
+    )
+    return Snapshot(
+        ops=ops,
+        fallbacks=_add(a.fallbacks, b.fallbacks, sign),
+        transfers=transfers,
+        gaps=_add_gaps(a.gaps, b.gaps, sign),
+        miscompiles=_add_gaps(a.miscompiles, b.miscompiles, sign),
+        errors=_add(a.errors, b.errors, sign),
+    )
 
 
-def merge(*snapshots: dict[str, Any]) -> dict[str, Any]:
+def merge(*snapshots: Snapshot) -> Snapshot:
     """Add several snapshots (e.g. one per pytest-xdist worker) into one."""
-    total = _empty()
+    total = Snapshot()
     for snap in snapshots:
-        if snap.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
-            raise ValueError(
-                f"cannot merge telemetry schema_version {snap.get('schema_version')!r}; "
-                f"this spyre_sim writes version {SCHEMA_VERSION}"
-            )
         total = _combine(total, snap, +1)
-    return _prune(total)
+    return total
 
 
-def diff(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+def diff(after: Snapshot, before: Snapshot) -> Snapshot:
     """What happened between two snapshots of the same process: ``after - before``."""
-    return _prune(_combine(merge(after), before, -1))
+    return _combine(after, before, -1)
 
 
 class Recording:
     """Handle yielded by :func:`record`; ``.snapshot`` is filled in when the block exits."""
 
     def __init__(self) -> None:
-        self.snapshot: dict[str, Any] = _empty()
+        self.snapshot: Snapshot = Snapshot()
 
 
 @contextmanager
@@ -210,7 +350,7 @@ def record() -> Iterator[Recording]:
 
     with spyre_sim.telemetry.record() as rec:
         model(input_ids)
-    rec.snapshot["fallbacks"]
+    rec.snapshot.fallbacks
     """
     rec = Recording()
     before = snapshot()

@@ -16,12 +16,12 @@ def spyre() -> Iterator[ModuleType]:
     """``spyre_sim`` with the device registered, fresh telemetry, the newest built-in release
     and default settings; everything restored afterwards."""
     import spyre_sim
-    from spyre_sim import _modules
+    from spyre_sim.state import device_state
 
     spyre_sim.telemetry.reset()
-    _modules.reset()
+    device_state.module_stack.clear()
     newest = spyre_sim.builtin_catalogue().newest.name
     with spyre_sim.use_stack(newest), spyre_sim.configure(numerics=True, layout_checks=True):
         yield spyre_sim
-    _modules.reset()
+    device_state.module_stack.clear()
     spyre_sim.telemetry.reset()

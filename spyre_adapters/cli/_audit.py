@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if args.stack is not None and args.from_stack is not None:
         diagnose("error: use either --stack R or --from R1 --to R2, not both")
         return ExitCode.USAGE
-    registry = registry_for(args)
+    registry = registry_for(args, runs_adapters=bool(args.verify))
     waivers: list[Waiver] = load_waivers(args.waivers) if args.waivers else []
     options: dict[str, Any] = {
         "waivers": waivers,

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             ]
         )
     lock = read_lock(path)
-    registry = registry_for(args)
+    registry = registry_for(args, runs_adapters=False)
     findings = check_lock(lock, registry, args.stack)
     lifecycle = Lifecycle(registry)
     specs = args.stack if args.stack else sorted(lock.entries)

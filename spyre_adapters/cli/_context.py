@@ -45,12 +45,18 @@ def catalogue_for(args: argparse.Namespace) -> CatalogueLike:
     return default_catalogue()
 
 
-def registry_for(args: argparse.Namespace) -> Registry:
-    """The registry of installed plugins plus ``--manifests`` folders (built once per run)."""
+def registry_for(args: argparse.Namespace, *, runs_adapters: bool = True) -> Registry:
+    """The registry of installed plugins plus ``--manifests`` folders (built once per run).
+
+    ``runs_adapters=False`` (commands that run no model: ``list``, ``show``, ``audit``, ``pin``,
+    ``check``) validates the manifests' entry points without importing them, so that such a
+    command never imports torch; whether each names an adapter is checked where one runs."""
     cached = getattr(args, "_registry", None)
     if isinstance(cached, Registry):
         return cached
     plugins = [_DirectoryPlugin(Path(d)) for d in getattr(args, "manifests", [])]
-    registry = build_registry(catalogue_for(args), plugins=plugins)
+    registry = build_registry(
+        catalogue_for(args), plugins=plugins, import_entry_points=runs_adapters
+    )
     args._registry = registry
     return registry

@@ -78,7 +78,7 @@ def superseded_text(releases: list[str], registry: Registry) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    registry = registry_for(args)
+    registry = registry_for(args, runs_adapters=False)
     superseded = superseded_at(registry)
     table = TableData(
         "Installed adapters",

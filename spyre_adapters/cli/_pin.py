@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if args.upgrade and not path.exists():
         diagnose(f"error: no lock file {path} to upgrade; pin releases first with --stack R")
         return ExitCode.USAGE
-    registry = registry_for(args)
+    registry = registry_for(args, runs_adapters=False)
     old = old_schema_releases(path) if path.exists() and not args.upgrade else None
     if old is not None:
         dropped = ", ".join(old) or "none"

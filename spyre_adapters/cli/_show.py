@@ -40,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    registry = registry_for(args)
+    registry = registry_for(args, runs_adapters=False)
     manifest = registry.get(args.name, args.adapter_version)
     lifecycle = Lifecycle(registry)
     timeline = lifecycle.timeline(args.name)

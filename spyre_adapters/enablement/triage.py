@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from spyre_adapters.contract import Adapter, ModelEdit
     from spyre_adapters.registry import Registry
     from spyre_sim.catalogue import Release
+    from spyre_sim.telemetry import Snapshot
 
 __all__ = [
     "MIN_COSINE",
@@ -365,14 +366,12 @@ def _device_mode(release: str | Release, layout_checks: bool) -> Iterator[None]:
         yield
 
 
-def _gap_hits(snapshot: Mapping[str, Any], error: RunError | None) -> list[GapHit]:
+def _gap_hits(snapshot: Snapshot, error: RunError | None) -> list[GapHit]:
     hits: list[GapHit] = []
-    for gap, info in sorted(snapshot.get("gaps", {}).items()):
-        counts: Mapping[str, int] = info.get("module_counts") or dict.fromkeys(
-            info.get("modules", []), 1
-        )
+    for gap, info in sorted(snapshot.gaps.items()):
+        counts = {m: n for m, n in info.module_counts.items() if m}
         if not counts:
-            hits.append(GapHit(gap, None, None, int(info.get("count", 1))))
+            hits.append(GapHit(gap, None, None, info.count))
         for module, count in sorted(counts.items()):
             hits.append(GapHit(gap, None, module or None, int(count)))
     if error is not None and error.gap is not None:
@@ -511,13 +510,13 @@ def _device_run(
                 output = built.run(model, "spyre").cpu().float()
         except Exception as exc:
             error = _error_of(exc)
-    snapshot: dict[str, Any] = recording.snapshot
+    snapshot = recording.snapshot
     run = DeviceRun(
         ran=error is None,
         error=error,
         gaps=_gap_hits(snapshot, error),
-        fallbacks=dict(snapshot.get("fallbacks", {})),
-        miscompiles=sorted(snapshot.get("miscompiles", {})),
+        fallbacks=dict(snapshot.fallbacks),
+        miscompiles=sorted(snapshot.miscompiles),
         adapters=names,
         not_applied=not_applied,
         all_gaps_listed=error is None,
@@ -608,7 +607,7 @@ def _all_gaps(
 
     current = spyre_sim.resolve_stack(release)
     raised: list[RunError] = [error]
-    snapshot: dict[str, Any] = {}
+    snapshot = telemetry.Snapshot()
     complete = False
     last_exc: BaseException | None = None
     for _ in range(MAX_GAPS_LISTED):

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from spyre_adapters import Registry
+from spyre_adapters.errors import UnknownReleaseError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "manifests"
 IMPL = DATA / "impl"
@@ -76,7 +77,17 @@ class FakeCatalogue:
     gaps: Mapping[str, FakeGap] = field(default_factory=dict)
 
     def release(self, name: str) -> FakeRelease:
-        return next(r for r in self.releases if r.name == name)
+        for release in self.releases:
+            if release.name == name or release.version == _version_or_none(name):
+                return release
+        raise UnknownReleaseError(name, [r.name for r in self.releases])
+
+
+def _version_or_none(name: str) -> Version | None:
+    try:
+        return Version(name)
+    except InvalidVersion:
+        return None
 
 
 def _open_at(gap: str, release: str) -> bool:

@@ -139,6 +139,36 @@ def test_entry_point_that_is_not_an_adapter(catalogue: FakeCatalogue) -> None:
     }
 
 
+def located(path: Path, catalogue: FakeCatalogue, entry_point: str, tmp_path: Path) -> list[str]:
+    """The entry-point problems of ``path`` with ``entry_point``, checked without importing."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index("entry_point = ")
+    edited = tmp_path / path.name
+    edited.write_text(text[:start] + f'entry_point = "{entry_point}"\n', encoding="utf-8")
+    try:
+        load_manifest(edited, catalogue, import_entry_point=False)
+    except ManifestError as error:
+        return [p.message for p in error.problems]
+    return []
+
+
+def test_entry_points_located_without_importing_them(
+    catalogue: FakeCatalogue, tmp_path: Path
+) -> None:
+    source = BROKEN / "entry-points.toml"
+    # not imported: whether the object is an adapter is checked where it runs
+    assert located(source, catalogue, "spyre_fake_adapters:not_an_adapter", tmp_path) == []
+    assert located(source, catalogue, "spyre_adapters.library.rope:adapter", tmp_path) == []
+    assert located(source, catalogue, "spyre_no_such_module:adapter", tmp_path) == [
+        "'spyre_no_such_module:adapter' does not import: ModuleNotFoundError: "
+        "No module named 'spyre_no_such_module'"
+    ]
+    assert located(source, catalogue, "spyre_adapters.library.rope:adaptor", tmp_path) == [
+        "'spyre_adapters.library.rope:adaptor' does not import: AttributeError: module "
+        "'spyre_adapters.library.rope' has no attribute 'adaptor'"
+    ]
+
+
 def test_permanent_with_only_transitional_gaps(catalogue: FakeCatalogue) -> None:
     table = by_key(problems_of(BROKEN / "permanent-transitional.toml", catalogue))
     assert table == {

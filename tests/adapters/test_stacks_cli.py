@@ -88,10 +88,10 @@ def test_stacks_diff_json_lists_gaps_ops_and_miscompiles(
 
 
 def test_stacks_diff_accepts_upstream_versions(capsys: pytest.CaptureFixture[str]) -> None:
-    import spyre_sim.catalogue as catalogue_module
+    from spyre_sim.state import device_state
 
     for spec in ("release-2026-07-01", "0.0.1+g8068434"):
-        catalogue_module._WARNED_RESOLUTIONS.discard(spec)
+        device_state.warned_resolutions.discard(spec)
     with pytest.warns(SpyreStackResolutionWarning) as record:
         document = _json(capsys, "stacks", "--diff", "release-2026-07-01", "0.0.1+g8068434")
     assert (document["from"], document["to"]) == ("2026.07", "2026.08")

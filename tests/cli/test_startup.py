@@ -13,16 +13,6 @@ from pathlib import Path
 
 import pytest
 
-# The stack catalogue is read through ``spyre_sim.catalogue``, and importing any module of
-# ``spyre_sim`` runs its ``__init__``, which registers the device and so imports torch; the
-# registry also imports each manifest's entry point to validate it. Strict: the test fails
-# (so the marker goes) once these commands stop importing torch.
-CATALOGUE_NEEDS_TORCH = pytest.mark.xfail(
-    strict=True,
-    reason="the catalogue is only reachable through spyre_sim, whose import loads torch, and "
-    "manifest validation imports the adapters' entry points",
-)
-
 
 def imported(argv: list[str], cwd: Path) -> dict[str, object]:
     code = (
@@ -85,7 +75,6 @@ def test_commands_that_run_no_model_do_not_import_transformers(
     assert reports[command]["transformers"] is False
 
 
-@CATALOGUE_NEEDS_TORCH
 @pytest.mark.parametrize("command", [" ".join(a) for a in COMMANDS])
 def test_commands_that_run_no_model_do_not_import_torch(
     command: str, reports: dict[str, Report]

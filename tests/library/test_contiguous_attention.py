@@ -262,7 +262,7 @@ def test_one_kv_head_llama_matches_the_cpu_with_the_resolved_adapters(
     assert applied["contiguous-attention"] == "1.1.0"
     spyre.telemetry.reset()
     logits = _device_logits(model, ids, release)
-    assert spyre.telemetry.snapshot()["miscompiles"] == {}
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"] == {}
     cos = torch.nn.functional.cosine_similarity(logits.flatten(), reference.flatten(), dim=0)
     assert float(cos) >= 0.999
     assert torch.equal(logits.argmax(-1), reference.argmax(-1))
@@ -278,7 +278,7 @@ def test_one_kv_head_llama_reproduces_the_1_0_failure(spyre: Any) -> None:
     assert {a.name: str(a.version) for a in prepared.applied}["contiguous-attention"] == "1.0.0"
     spyre.telemetry.reset()
     logits = _device_logits(model, ids, "2026.05")
-    assert set(spyre.telemetry.snapshot()["miscompiles"]) == {"sdpa-strided"}
+    assert set(spyre.telemetry.snapshot().to_json()["miscompiles"]) == {"sdpa-strided"}
     cos = torch.nn.functional.cosine_similarity(logits.flatten(), reference.flatten(), dim=0)
     assert float(cos) < 0.9
     agreement = (logits.argmax(-1) == reference.argmax(-1)).float().mean()

@@ -143,9 +143,9 @@ def test_host_candidate_on_the_device_moves_and_writes_back(spyre: ModuleType) -
     with spyre.model_scope(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ids = torch.tensor([3, 1, 2, 0]).to("spyre")
-        before = spyre.telemetry.snapshot()["transfers"]
+        before = spyre.telemetry.snapshot().to_json()["transfers"]
         values, order = host(A.sort.default, (ids,), {})
-        after = spyre.telemetry.snapshot()["transfers"]
+        after = spyre.telemetry.snapshot().to_json()["transfers"]
         assert values.device.type == "spyre"
         assert values.cpu().tolist() == [0, 1, 2, 3]
         assert order.cpu().tolist() == [3, 1, 2, 0]

@@ -19,14 +19,14 @@ def test_native_ops_are_counted(spyre: ModuleType) -> None:
     a = _dev(2, 64)
     _ = a + a
     _ = a + a
-    ops = spyre.telemetry.snapshot()["ops"]
+    ops = spyre.telemetry.snapshot().to_json()["ops"]
     assert ops["aten.add.Tensor"] == {"native": 2}
 
 
 def test_fallback_warns_once_and_counts_transfers(spyre: ModuleType) -> None:
-    from spyre_sim import _tensor
+    from spyre_sim.state import device_state
 
-    _tensor._warned_fallbacks.discard("aten.cumsum.default")
+    device_state.forget_warnings()
     x = torch.ones(2, 64, dtype=torch.float16, device="spyre")
     with spyre.telemetry.record() as rec, warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -38,7 +38,7 @@ def test_fallback_warns_once_and_counts_transfers(spyre: ModuleType) -> None:
     ]
     assert torch.equal(a.cpu(), b.cpu())
     assert a.cpu()[0, -1].item() == 64.0
-    snap = rec.snapshot
+    snap = rec.snapshot.to_json()
     assert snap["fallbacks"] == {"aten.cumsum.default": 2}
     assert snap["ops"]["aten.cumsum.default"] == {"cpu-fallback": 2}
     transfers = snap["transfers"]
@@ -81,12 +81,12 @@ def test_unsupported_error_has_every_field(spyre: ModuleType) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", spyre.SpyreFallbackWarning)
             model(x)  # sin falls back at 2025.12
-        assert spyre.telemetry.snapshot()["gaps"]["sin-cos"]["modules"] == ["rotary"]
+        assert spyre.telemetry.snapshot().to_json()["gaps"]["sin-cos"]["modules"] == ["rotary"]
         with pytest.raises(spyre.SpyreLoweringError) as info2:
             torch.nn.functional.softmax(x, dim=-1)
     assert info2.value.gap == "softmax"
     assert info2.value.closes_in == "2026.03"
-    assert spyre.telemetry.snapshot()["errors"]["softmax"] == 1
+    assert spyre.telemetry.snapshot().to_json()["errors"]["softmax"] == 1
 
 
 def test_module_path_in_errors(spyre: ModuleType) -> None:
@@ -100,16 +100,16 @@ def test_module_path_in_errors(spyre: ModuleType) -> None:
 
 
 def test_decisions_are_cached(spyre: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    from spyre_sim import _tensor
+    from spyre_sim import _lowering
 
     calls: list[str] = []
-    real = _tensor._decide
+    real = _lowering.decide
 
     def spy(info: object, hargs: object, hkwargs: object) -> object:
         calls.append(info.name)  # type: ignore[attr-defined]
         return real(info, hargs, hkwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_tensor, "_decide", spy)
+    monkeypatch.setattr(_lowering, "decide", spy)
     a = _dev(2, 64)
     with spyre.use_stack("2026.05"):
         for _ in range(5):
@@ -153,5 +153,5 @@ def test_user_release_file(spyre: ModuleType, tmp_path: object) -> None:
     x = _dev(2, 64)
     with spyre.use_stack(path):
         torch.cumsum(x, dim=-1)
-    assert spyre.telemetry.snapshot()["ops"]["aten.cumsum.default"] == {"native": 1}
-    assert spyre.telemetry.snapshot()["fallbacks"] == {}
+    assert spyre.telemetry.snapshot().to_json()["ops"]["aten.cumsum.default"] == {"native": 1}
+    assert spyre.telemetry.snapshot().to_json()["fallbacks"] == {}

@@ -39,7 +39,7 @@ def test_rotate_half_is_wrong_and_recorded(spyre: ModuleType, tmp_path: Path) ->
     assert not torch.equal(wrong, expected)
     assert torch.equal(wrong, -expected)  # documented: cat([x2, -x1]) = -rotate_half(x)
     assert torch.equal(model(x).cpu(), wrong)  # deterministic
-    snap = spyre.telemetry.snapshot()
+    snap = spyre.telemetry.snapshot().to_json()
     assert snap["miscompiles"]["rotate-half"]["count"] == 2
     assert snap["miscompiles"]["rotate-half"]["modules"] == ["0"]
     # not the pattern: a cat of two unrelated tensors is right
@@ -59,7 +59,7 @@ def test_layernorm_nan_on_near_constant_rows(spyre: ModuleType, tmp_path: Path) 
     assert torch.isnan(out[1]).all()
     assert not torch.isnan(out[0]).any()
     assert not torch.isnan(out[2]).any()
-    assert spyre.telemetry.snapshot()["miscompiles"]["layernorm-nan"]["count"] == 1
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["layernorm-nan"]["count"] == 1
     with spyre.use_stack(_closed_release(tmp_path, "layernorm-nan")), torch.no_grad():
         assert not torch.isnan(norm(x).cpu()).any()
 
@@ -77,7 +77,7 @@ def test_sdpa_on_strided_views_from_2026_05_to_2026_08(spyre: ModuleType) -> Non
             right = f(x.contiguous(), x.contiguous(), x.contiguous()).cpu().float()
         assert torch.allclose(right, ref, atol=5e-3, rtol=5e-3)
         assert not torch.allclose(wrong, ref, atol=5e-3, rtol=5e-3), name
-    assert spyre.telemetry.snapshot()["miscompiles"]["sdpa-strided"]["count"] == 2
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["sdpa-strided"]["count"] == 2
     for name in ("2026.03", "2026.09"):
         with spyre.use_stack(name):
             assert torch.allclose(f(x, x, x).cpu().float(), ref, atol=5e-3, rtol=5e-3), name
@@ -92,7 +92,7 @@ def test_mem_pool_regression_only_in_2026_08(spyre: ModuleType) -> None:
     assert (grown[:, :, 3] == 2).all()
     with spyre.use_stack("2026.09"):
         assert (torch.cat((cache, new), dim=-2).cpu()[:, :, :3] == 1).all()
-    assert spyre.telemetry.snapshot()["miscompiles"]["mem-pool"]["count"] == 1
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["mem-pool"]["count"] == 1
 
 
 # --- newer evidence (docs/STACK.md §8) --------------------------------------------------------
@@ -106,7 +106,7 @@ def test_topk_largest_false_returns_the_largest(spyre: ModuleType) -> None:
     assert torch.equal(got.values.cpu(), torch.topk(host, 3).values)
     assert not torch.equal(got.values.cpu(), smallest.values)
     assert torch.equal(torch.topk(x, 3).values.cpu(), torch.topk(host, 3).values)  # largest=True
-    assert spyre.telemetry.snapshot()["miscompiles"]["topk-largest"]["count"] == 1
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["topk-largest"]["count"] == 1
 
 
 def test_pow_cube_is_abs_to_the_fourth_until_2026_09(spyre: ModuleType) -> None:
@@ -119,7 +119,7 @@ def test_pow_cube_is_abs_to_the_fourth_until_2026_09(spyre: ModuleType) -> None:
     assert (wrong >= 0).all()  # the sign is lost
     with spyre.use_stack("2026.09"):
         torch.testing.assert_close(x.pow(3).cpu(), host.pow(3), atol=2e-2, rtol=5e-3)
-    assert spyre.telemetry.snapshot()["miscompiles"]["pow-cube"]["count"] == 1
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["pow-cube"]["count"] == 1
 
 
 def _rms_variance(x: torch.Tensor) -> torch.Tensor:
@@ -141,7 +141,7 @@ def test_fp32_mean_over_more_than_32_rows_in_2026_07(spyre: ModuleType) -> None:
     torch.testing.assert_close(plain, ref, atol=1e-2, rtol=1e-2)
     with spyre.use_stack("2026.08"):
         torch.testing.assert_close(_rms_variance(x).cpu().float(), ref, atol=1e-2, rtol=1e-2)
-    assert spyre.telemetry.snapshot()["miscompiles"]["fp32-reduce-rows"]["count"] == 1
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["fp32-reduce-rows"]["count"] == 1
 
 
 def test_sdpa_with_a_partial_last_key_stick(spyre: ModuleType) -> None:
@@ -163,7 +163,7 @@ def test_sdpa_with_a_partial_last_key_stick(spyre: ModuleType) -> None:
         torch.testing.assert_close(
             f(dq, dk, dk).cpu().float(), f(q.float(), k.float(), k.float()), atol=5e-3, rtol=5e-3
         )
-    assert spyre.telemetry.snapshot()["miscompiles"]["sdpa-seq-align"]["count"] == 1
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["sdpa-seq-align"]["count"] == 1
 
 
 def test_packed_qkv_views_read_the_start_of_the_buffer_until_2026_09(spyre: ModuleType) -> None:
@@ -181,7 +181,7 @@ def test_packed_qkv_views_read_the_start_of_the_buffer_until_2026_09(spyre: Modu
         assert torch.equal(host.to("spyre")[:, -1:, :].contiguous().cpu(), host[:, -1:, :])
     with spyre.use_stack("2026.09"):
         assert torch.equal(dk.contiguous().cpu(), ref_k)
-    assert spyre.telemetry.snapshot()["miscompiles"]["offset-view-input"]["count"] == 1
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["offset-view-input"]["count"] == 1
 
 
 def test_decode_query_heads_are_mixed_in_2026_07(spyre: ModuleType) -> None:
@@ -202,7 +202,7 @@ def test_decode_query_heads_are_mixed_in_2026_07(spyre: ModuleType) -> None:
             torch.testing.assert_close(
                 f(q, dkv, dkv).cpu().float(), ref, atol=5e-3, rtol=5e-3, msg=name
             )
-    assert spyre.telemetry.snapshot()["miscompiles"]["decode-query-layout"]["count"] == 1
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["decode-query-layout"]["count"] == 1
 
 
 def test_scratchpad_broadcast_of_one_reduced_value_in_2026_06_and_2026_07(
@@ -224,7 +224,7 @@ def test_scratchpad_broadcast_of_one_reduced_value_in_2026_06_and_2026_07(
     with spyre.use_stack("2026.07"):
         scale = torch.rsqrt(two_rows.pow(2).mean(-1, keepdim=True) + 1e-6)  # [2, 1, 1]
         assert (two_rows * scale).cpu().ne(0).all()
-    assert spyre.telemetry.snapshot()["miscompiles"]["scratchpad-placement"]["count"] == 2
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["scratchpad-placement"]["count"] == 2
 
 
 def test_broadcast_views_are_no_packed_views(spyre: ModuleType) -> None:

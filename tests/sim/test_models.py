@@ -120,7 +120,7 @@ def test_llama_at_2026_09_runs_and_records_the_rotate_half_miscompile(
             miscompiled = _output(model, ids.to("spyre"))
         with spyre.use_stack(_fixed(tmp_path, "rotate-half")):
             fixed = _output(model, ids.to("spyre"))
-    snap = rec.snapshot
+    snap = rec.snapshot.to_json()
     assert snap["miscompiles"]["rotate-half"]["modules"] == [
         "model.layers.0.self_attn",
         "model.layers.1.self_attn",
@@ -156,7 +156,7 @@ def test_generate_greedy_matches_cpu(spyre: ModuleType, tmp_path: Path) -> None:
     ):
         got = model.generate(ids.to("spyre"), max_new_tokens=4, do_sample=False)
     assert got.cpu().tolist() == expected.tolist()
-    assert rec.snapshot["fallbacks"]  # bookkeeping ops of generate() ran on the host
+    assert rec.snapshot.to_json()["fallbacks"]  # bookkeeping ops of generate() ran on the host
 
 
 def _attempt(spyre: ModuleType, name: str, model: Any, ids: torch.Tensor) -> tuple[Any, Any]:
@@ -171,7 +171,7 @@ def _attempt(spyre: ModuleType, name: str, model: Any, ids: torch.Tensor) -> tup
             result = _output(model, ids.to("spyre"))
         except spyre.SpyreLoweringError as err:
             result = err
-    return result, rec.snapshot
+    return result, rec.snapshot.to_json()
 
 
 @pytest.mark.parametrize("build", [_gpt2, _bert], ids=["gpt2", "bert"])

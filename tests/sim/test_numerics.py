@@ -111,7 +111,7 @@ def test_transfer_rounds_and_numerics_switch(spyre: ModuleType) -> None:
     assert host.to("spyre").cpu().tolist() == [1 + 2**-9, -65472.0]
     with spyre.configure(numerics=False):
         assert host.to("spyre").cpu().tolist() == [1 + 2**-10, -math.inf]
-    assert spyre.telemetry.snapshot()["gaps"]["no-inf"]["count"] == 2
+    assert spyre.telemetry.snapshot().to_json()["gaps"]["no-inf"]["count"] == 2
 
 
 def test_results_are_rounded_views_are_not(spyre: ModuleType) -> None:
@@ -125,13 +125,13 @@ def test_results_are_rounded_views_are_not(spyre: ModuleType) -> None:
 
 
 def test_fp32_and_int64_storage(spyre: ModuleType) -> None:
-    from spyre_sim import _tensor
+    from spyre_sim.state import device_state
 
-    _tensor._warned_dtypes.clear()
+    device_state.forget_warnings()
     with pytest.warns(spyre.SpyreDowncastWarning, match="float32"):
         x = torch.tensor([0.1, 2.0]).to("spyre")
     assert x.dtype == torch.float16
-    assert spyre.telemetry.snapshot()["gaps"]["fp32-storage"]["count"] == 1
+    assert spyre.telemetry.snapshot().to_json()["gaps"]["fp32-storage"]["count"] == 1
     with pytest.warns(spyre.SpyreDowncastWarning, match="int64"):
         i = torch.arange(3).to("spyre")
     assert i.dtype == torch.int32
@@ -190,7 +190,7 @@ def test_nan_entering_the_device_reads_back_as_minus_inf_at_every_release(
     assert copied.cpu()[0, 1].item() == float("-inf")
     with spyre.use_stack("2026.08"):  # cos falls back: its NaN result enters the device
         assert torch.cos(copied).cpu()[0, 1].item() == float("-inf")
-    assert spyre.telemetry.snapshot()["gaps"]["nan-entry"]["count"] >= 9
+    assert spyre.telemetry.snapshot().to_json()["gaps"]["nan-entry"]["count"] >= 9
     with spyre.configure(numerics=False):
         assert torch.isnan(host.to("spyre").cpu()[0, 1])  # functional mode keeps NaN
 

@@ -44,9 +44,9 @@ def test_harness_ops_get_host_semantics(spyre: ModuleType) -> None:
         assert out.device.type == "spyre"
         assert float(out.sum().cpu()) == 2 * 64 * 2.25
         assert view.shape == (13, 7)  # a sub-stick view: no layout rule in the harness
-    assert rec.snapshot["ops"]["aten.pow.Tensor_Scalar"] == {"harness": 1}
-    assert rec.snapshot["gaps"] == {} or "pow" not in rec.snapshot["gaps"]
-    assert rec.snapshot["errors"] == {}
+    assert rec.snapshot.to_json()["ops"]["aten.pow.Tensor_Scalar"] == {"harness": 1}
+    assert rec.snapshot.to_json()["gaps"] == {} or "pow" not in rec.snapshot.to_json()["gaps"]
+    assert rec.snapshot.to_json()["errors"] == {}
 
 
 def test_values_in_the_harness_are_still_device_values(spyre: ModuleType) -> None:
@@ -160,10 +160,16 @@ def test_format_storage_and_data_pointer(spyre: ModuleType) -> None:
 
 
 def test_every_rule_and_miscompile_names_a_known_gap(spyre: ModuleType) -> None:
-    from spyre_sim import layout, miscompile
+    from spyre_sim import _storage, layout, miscompile
 
     gaps = spyre.builtin_catalogue().gaps
     for rule in layout.rules():
         assert rule.gap in gaps, rule
     for found in miscompile.registered():
         assert found.gap in gaps, found
+    for mark in miscompile.registered_marks():
+        assert mark.gap in gaps, mark
+    for transfer in _storage.transfer_rules():
+        assert transfer.gap in gaps, transfer
+    for storage in _storage.storage_gaps():
+        assert storage.gap in gaps, storage

@@ -144,9 +144,9 @@ def test_active_release_is_process_wide() -> None:
 def test_use_stack_resolves_upstream_versions_and_says_so(
     spec: str, name: str, kind: str, exact: bool
 ) -> None:
-    import spyre_sim.catalogue as catalogue_module
+    from spyre_sim.state import device_state
 
-    catalogue_module._WARNED_RESOLUTIONS.discard(spec)  # warned once per process
+    device_state.warned_resolutions.discard(spec)  # warned once per process
     with pytest.warns(SpyreStackResolutionWarning, match=rf"'{re.escape(spec)}'.*{name}"):
         context = use_stack(spec)
     assert current_stack().name == name
@@ -165,9 +165,9 @@ def test_a_name_or_file_has_no_resolution() -> None:
 
 
 def test_the_resolution_warning_is_given_once_per_string() -> None:
-    import spyre_sim.catalogue as catalogue_module
+    from spyre_sim.state import device_state
 
-    catalogue_module._WARNED_RESOLUTIONS.discard("release-2026-06-01")
+    device_state.warned_resolutions.discard("release-2026-06-01")
     with pytest.warns(SpyreStackResolutionWarning):
         use_stack("release-2026-06-01")
     with warnings.catch_warnings():

@@ -1,0 +1,139 @@
+"""Special ops: the ATen ops whose meaning on the device is not an ordinary op.
+
+Transfers (``_to_copy`` to or from another device, ``copy_`` across devices, ``_copy_from``,
+``lift_fresh``) and scalar reads (``_local_scalar_dense``) move values between host and device:
+they are counted as transfers and checked and stored by :mod:`spyre_sim._storage`. Each handler
+is registered for its ATen packets by :func:`special_op`; the hot path
+(:mod:`spyre_sim._dispatch`) looks the handler up once per overload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch._ops import OpOverload
+
+from spyre_sim import _dispatch, _storage, telemetry
+from spyre_sim._tensor import SpyreTensor, nbytes
+from spyre_sim.numerics import round_to_dl16_
+from spyre_sim.settings import settings
+
+if TYPE_CHECKING:
+    from spyre_sim._dispatch import OpInfo
+
+#: ``handler(func, info, args, kwargs) -> result`` of a special op
+Handler = Callable[[OpOverload, "OpInfo", Sequence[Any], dict[str, Any]], Any]
+
+_HANDLERS: dict[str, Handler] = {}
+
+
+def special_op(*packets: str) -> Callable[[Handler], Handler]:
+    """Register ``handler`` for the ATen packets ``packets`` (``"aten._to_copy"``)."""
+
+    def register(handler: Handler) -> Handler:
+        for packet in packets:
+            _HANDLERS[packet] = handler
+        return handler
+
+    return register
+
+
+def handler(packet: str) -> Handler | None:
+    """The handler registered for ``packet``, or ``None`` (an ordinary op)."""
+    return _HANDLERS.get(packet)
+
+
+@special_op("aten._to_copy")
+def _to_copy(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """A cast, or a transfer when it names another device (the dtype change done on the host)."""
+    x = args[0]
+    device = kwargs.get("device")
+    if device is not None and torch.device(device).type != "spyre":
+        # device -> host transfer (maybe with a dtype change, done on the host)
+        h = x._host
+        telemetry.count_transfer(False, nbytes(h))
+        hk = {k: v for k, v in kwargs.items() if k != "device"}
+        reads_as = getattr(x, _storage.READS_AS, None)
+        if reads_as is not None and hk.get("dtype") in (None, x.dtype):  # .cpu() names x.dtype
+            hk["dtype"] = reads_as
+        return func(h, **hk)
+    if type(x) is not SpyreTensor:  # host tensor with device=spyre: a transfer
+        return _storage.host_to_device(x if "dtype" not in kwargs else x.to(kwargs["dtype"]))
+    dtype = kwargs.get("dtype")
+    out = _dispatch.run(func, info, args, kwargs)
+    if dtype in _storage.FLOAT_WIDE and type(out) is SpyreTensor and out.dtype is not dtype:
+        setattr(out, _storage.READS_AS, dtype)  # stored as DL16, read back as the dtype cast to
+    return out
+
+
+@special_op("aten.copy_")
+def _copy(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """``dst.copy_(src)``: an op on the device, or a transfer when one side is on the host."""
+    dst, src = args[0], args[1]
+    dst_dev, src_dev = type(dst) is SpyreTensor, type(src) is SpyreTensor
+    if dst_dev and src_dev:
+        return _dispatch.run(func, info, args, kwargs)
+    if dst_dev:  # host -> device
+        _storage.check_transfer(src)
+        telemetry.count_transfer(True, nbytes(src))
+        host = dst._host
+        host.copy_(src)
+        if settings.numerics and host.dtype is torch.float16:
+            round_to_dl16_(host)
+        _storage.entered(host)
+        return dst
+    # device -> host
+    telemetry.count_transfer(False, nbytes(src._host))
+    dst.copy_(src._host)
+    return dst
+
+
+@special_op("aten._copy_from", "aten._copy_from_and_resize")
+def _copy_from_op(
+    func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any]
+) -> Any:
+    return copy_from(args[0], args[1], resize=info.packet.endswith("resize"))
+
+
+@special_op("aten.lift_fresh", "aten.lift_fresh_copy")
+def _lift(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """A tensor constant entering the program: a transfer when it is a host tensor."""
+    x = args[0]
+    if type(x) is SpyreTensor:
+        return _dispatch.run(func, info, args, kwargs)
+    return _storage.host_to_device(x)
+
+
+@special_op("aten._local_scalar_dense")
+def _scalar(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """``.item()``: an op, and one element moved to the host."""
+    out = _dispatch.run(func, info, args, kwargs)
+    telemetry.count_transfer(False, args[0]._host.element_size())
+    return out
+
+
+def copy_from(src: Any, dst: Any, resize: bool) -> Any:
+    """``_copy_from(src, dst)`` between the host and the device (either way), or within it."""
+    if type(dst) is SpyreTensor:
+        if type(src) is SpyreTensor:
+            h = src._host
+        else:
+            _storage.check_transfer(src)
+            telemetry.count_transfer(True, nbytes(src))
+            h = src
+        if resize:
+            dst._host.resize_(h.shape)
+        dst._host.copy_(h)
+        if settings.numerics and dst._host.dtype is torch.float16:
+            round_to_dl16_(dst._host)
+        if h is src:  # a host tensor entered the device
+            _storage.entered(dst._host)
+        return dst
+    h = src._host
+    telemetry.count_transfer(False, nbytes(h))
+    if resize:
+        dst.resize_(h.shape)
+    dst.copy_(h)
+    return dst
