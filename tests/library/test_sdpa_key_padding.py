@@ -95,7 +95,7 @@ def test_adapted_model_is_the_stock_model_on_the_cpu() -> None:
 
 
 def _miscompiled(rec: spyre_sim.telemetry.Recording) -> set[str]:
-    return set(rec.snapshot["miscompiles"])
+    return set(rec.snapshot.miscompiles)
 
 
 def test_vit_with_82_tokens_is_flagged_without_it_and_matches_with_it() -> None:
