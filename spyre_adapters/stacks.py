@@ -5,18 +5,19 @@ adapter layer reads (as ``Protocol`` types, so tests and tools can pass a small 
 their own) and turns a user's ``stack`` argument into a release of a given catalogue.
 
 Only ``Release.gap_open`` and ``Gap.nature.value`` are read, never ``GapState`` members: a gap is
-closed for the lifecycle exactly when ``gap_open`` is false.
+closed for the lifecycle exactly when ``gap_open`` is false. A release is looked up by the
+catalogue itself (``Catalogue.release``, which also accepts ``"2026.5"`` for ``"2026.05"``).
+:mod:`spyre_sim` is imported on first use (it imports torch), never at import.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from spyre_adapters.errors import UnknownReleaseError
 
@@ -69,11 +70,17 @@ class CatalogueLike(Protocol):
     @property
     def gaps(self) -> Mapping[str, GapLike]: ...
 
+    def release(self, name: str) -> ReleaseLike:
+        """The release called ``name``; an unknown name raises ``LookupError`` or
+        ``spyre_sim.SpyreSimError``."""
+        ...
+
 
 def default_catalogue() -> CatalogueLike:
     """The built-in catalogue of :mod:`spyre_sim` (imported on first use, not at import)."""
-    module = importlib.import_module("spyre_sim.catalogue")
-    return cast(CatalogueLike, module.builtin_catalogue())
+    from spyre_sim.catalogue import builtin_catalogue
+
+    return cast(CatalogueLike, builtin_catalogue())
 
 
 def is_lasting(catalogue: CatalogueLike, gap_id: str) -> bool:
@@ -97,42 +104,45 @@ def release_of(
     """
     if stack is None:
         try:
-            stack_module = importlib.import_module("spyre_sim.stack")
+            from spyre_sim.stack import current_stack
         except ImportError:
             return catalogue.releases[-1]
-        return cast(ReleaseLike, stack_module.current_stack())
+        return cast(ReleaseLike, current_stack())
     if not isinstance(stack, (str, os.PathLike)):
         return stack
     text = os.fspath(stack)
-    for release in catalogue.releases:
-        if release.name == text:
-            return release
-    try:  # "2026.5" names the same release as "2026.05"
-        wanted = Version(text)
-    except InvalidVersion:
-        pass
-    else:
-        for release in catalogue.releases:
-            if release.version == wanted:
-                return release
+    found = _named(catalogue, text)
+    if found is not None:
+        return found
     if isinstance(stack, os.PathLike) or text.endswith(".toml") or Path(text).is_file():
-        module: Any = importlib.import_module("spyre_sim.catalogue")
-        return cast(ReleaseLike, module.resolve_stack(text))
+        from spyre_sim.catalogue import resolve_stack
+
+        return cast(ReleaseLike, resolve_stack(text))
     upstream = _upstream_release(text, catalogue)
     if upstream is not None:
         return upstream
     raise UnknownReleaseError(text, [r.name for r in catalogue.releases])
 
 
+def _named(catalogue: CatalogueLike, name: str) -> ReleaseLike | None:
+    """The release of ``catalogue`` called ``name`` (``Catalogue.release``), else ``None``."""
+    from spyre_sim.errors import SpyreSimError
+
+    try:
+        return catalogue.release(name)
+    except (LookupError, SpyreSimError):
+        return None
+
+
 def _upstream_release(text: str, catalogue: CatalogueLike) -> ReleaseLike | None:
     """The release of ``catalogue`` an upstream version string resolves to, if it is one."""
     try:
-        module: Any = importlib.import_module("spyre_sim.catalogue")
+        from spyre_sim.catalogue import resolve_stack, resolve_upstream
     except ImportError:
         return None
-    if module.resolve_upstream(text) is None:
+    if resolve_upstream(text) is None:
         return None
-    resolved = module.resolve_stack(text)  # warns once, naming the release
+    resolved = resolve_stack(text)  # warns once, naming the release
     for release in catalogue.releases:
         if release.name == resolved.name:
             return release

@@ -5,7 +5,7 @@ process (built once, then triaged at each release) with a time limit, ``jobs`` w
 time, so a crash or a hang costs one family its row (``worker-crashed`` / ``worker-timeout``)
 and never the sweep. The same per-family work is what :mod:`pytest_spyre.sweep_items` runs as
 pytest items distributed by pytest-xdist (across cores or machines); both go through
-:func:`isolated_triage` and :func:`spyre_adapters.enablement.triage.classify`.
+:func:`isolated_triage` and :func:`spyre_adapters.enablement.classification.classify`.
 
 With a Transformers test tree (``testers``), the unit of work is a test file: its worker
 builds every model tester of the file (:mod:`spyre_adapters.enablement.testers`, the testers' tiny sizes
@@ -17,7 +17,7 @@ Results: :class:`SweepReport`, written as JSON (:meth:`SweepReport.to_json`), a 
 (:func:`report_tables`) and an offline HTML page (:func:`write_html`).
 
 JSON schema (``schema_version`` 1; keys are only ever added, never renamed; ``category`` values
-are :class:`~spyre_adapters.enablement.triage.Category` values, also never renamed)::
+are :class:`~spyre_adapters.enablement.results.Category` values, also never renamed)::
 
     {
       "schema_version": 1,
@@ -84,7 +84,7 @@ from typing import Any
 from spyre_adapters.cli._output import TableData
 from spyre_adapters.enablement._isolation import Outcome, run_isolated
 from spyre_adapters.enablement.families import REALISTIC, TINY, SizePreset
-from spyre_adapters.enablement.triage import Category, TriageResult
+from spyre_adapters.enablement.results import Category, TriageResult
 
 __all__ = [
     "SWEEP_SCHEMA_VERSION",

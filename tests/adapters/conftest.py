@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from spyre_adapters import Registry
 
@@ -76,7 +76,17 @@ class FakeCatalogue:
     gaps: Mapping[str, FakeGap] = field(default_factory=dict)
 
     def release(self, name: str) -> FakeRelease:
-        return next(r for r in self.releases if r.name == name)
+        for release in self.releases:
+            if release.name == name or release.version == _version_or_none(name):
+                return release
+        raise KeyError(name)
+
+
+def _version_or_none(name: str) -> Version | None:
+    try:
+        return Version(name)
+    except InvalidVersion:
+        return None
 
 
 def _open_at(gap: str, release: str) -> bool:
