@@ -81,10 +81,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spyre_adapters.cli._output import TableData
 from spyre_adapters.enablement._isolation import Outcome, run_isolated
 from spyre_adapters.enablement.families import REALISTIC, TINY, SizePreset
 from spyre_adapters.enablement.results import Category, TriageResult
+from spyre_adapters.tables import TableData
 
 __all__ = [
     "SWEEP_SCHEMA_VERSION",
