@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.overrides import TorchFunctionMode
 
+from spyre_adapters.enablement._isolation import WorkerPool
 from spyre_adapters.enablement.families import (
     FP16_SMALLEST_NORMAL,
     MIN_COMPARED_VALUES,
@@ -703,11 +704,11 @@ def case_worker(case: Mapping[str, Any], releases: Sequence[str]) -> dict[str, A
     return {"built": True, "runs": [run_case(drawn, built, r).to_json() for r in releases]}
 
 
-def _isolated(case: Case, releases: Sequence[str], timeout: float) -> CaseResult:
-    from spyre_adapters.enablement._isolation import run_isolated
-
-    outcome = run_isolated(
-        case_worker, (case.to_json(), list(releases)), timeout=timeout * max(len(releases), 1)
+def _isolated(
+    case: Case, releases: Sequence[str], timeout: float, workers: WorkerPool
+) -> CaseResult:
+    outcome = workers.run(
+        case_worker, (case.to_json(), list(releases)), timeout * max(len(releases), 1)
     )
     if outcome.status == "ok":
         value = outcome.value
@@ -731,7 +732,9 @@ def campaign(
     """Run every case at every release, each case in an isolated worker process (a crash or
     a hang, after ``timeout`` seconds per release, becomes ``error`` runs), ``jobs`` workers at
     a time; results arrive as cases finish."""
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(_isolated, case, list(releases), timeout) for case in cases]
+    with WorkerPool(jobs) as workers, ThreadPoolExecutor(max_workers=max(1, jobs)) as waiting:
+        futures = [
+            waiting.submit(_isolated, case, list(releases), timeout, workers) for case in cases
+        ]
         for future in futures:
             yield future.result()
