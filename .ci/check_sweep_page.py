@@ -76,8 +76,8 @@ document.body.appendChild(out);
 def sample_page() -> str:
     """A sweep page with one family per category, so every colour is in the grid."""
     from spyre_adapters.enablement._sweep_html import render
+    from spyre_adapters.enablement.results import Category, TriageResult
     from spyre_adapters.enablement.sweep import SweepReport
-    from spyre_adapters.enablement.triage import Category, TriageResult
 
     results = [
         TriageResult(f"family-{c.value}", "2026.09", "realistic", c, "sample") for c in Category

@@ -3,11 +3,15 @@
 When a model moves to the device, :mod:`pytest_spyre.placement` keeps a deep copy of it on the
 CPU (before any adapter touches it) and attaches a forward hook to the device model. Each forward
 of the device model is then replayed on the copy with the inputs moved to the host, and the main
-output (``logits``, else ``last_hidden_state``, else the first tensor) is compared:
+output (:mod:`spyre_adapters.main_output`: ``logits``, else ``last_hidden_state``, else the
+floating-point output with the most values) is measured by the rule triage and the sweep use
+(:mod:`spyre_adapters.agreement`):
 
-- ``cosine``: cosine similarity of the flattened outputs (float64);
+- ``cosine``: cosine similarity of the flattened outputs (float64; ``-1.0`` when it cannot be
+  measured);
 - ``max_abs_diff``: largest absolute difference;
-- ``top1``: for logits, the fraction of positions whose argmax agrees.
+- ``top1``: for logits, the fraction of positions whose greedy token agrees, over the
+  positions the CPU does not leave tied.
 
 Forwards that carry a non-empty KV cache (decode steps of ``generate``) are not replayed: the
 cache lives on the device and the copy has none. The prefill step and every plain forward are.
@@ -24,48 +28,20 @@ import torch
 from torch import nn
 
 from pytest_spyre.record import Agreement
+from spyre_adapters.agreement import compare
+from spyre_adapters.main_output import main_output
 
-__all__ = ["CpuReference", "agreement", "main_output"]
-
-
-def main_output(output: Any) -> torch.Tensor | None:
-    """The tensor that stands for a forward's result (logits first)."""
-    if isinstance(output, torch.Tensor):
-        return output
-    for name in ("logits", "last_hidden_state", "prediction_logits", "start_logits"):
-        value = getattr(output, name, None)
-        if isinstance(value, torch.Tensor):
-            return value
-    if isinstance(output, (tuple, list)):
-        for item in output:
-            found = main_output(item)
-            if found is not None:
-                return found
-    if isinstance(output, dict):
-        for item in output.values():
-            found = main_output(item)
-            if found is not None:
-                return found
-    return None
+__all__ = ["CpuReference", "agreement"]
 
 
 def agreement(model: str, device: torch.Tensor, reference: torch.Tensor, logits: bool) -> Agreement:
-    """Compare a device output with its CPU reference."""
-    dev = device.detach().to("cpu").to(torch.float64)
-    ref = reference.detach().to(torch.float64)
-    if dev.shape != ref.shape:
-        return Agreement(model, -1.0, math.inf, 0.0 if logits else None)
-    a, b = dev.flatten(), ref.flatten()
-    finite = bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())
-    if not finite:
-        return Agreement(model, -1.0, math.inf, None)
-    denom = float(a.norm() * b.norm())
-    cosine = float((a @ b) / denom) if denom > 0 else (1.0 if float(a.norm()) == 0 else 0.0)
-    diff = float((a - b).abs().max()) if a.numel() else 0.0
-    top1 = None
-    if logits and dev.dim() >= 1 and dev.shape[-1] > 1:
-        top1 = float((dev.argmax(-1) == ref.argmax(-1)).to(torch.float64).mean())
-    return Agreement(model, cosine, diff, top1)
+    """Measure a device output against its CPU reference (:func:`spyre_adapters.agreement.compare`).
+
+    A cosine that cannot be measured (shapes differ, the device output is not finite) is
+    recorded as ``-1.0``, below every measured one, so the worst agreement sorts first."""
+    measured = compare(reference, device, logits=logits)
+    cosine = measured.cosine if math.isfinite(measured.cosine) else -1.0
+    return Agreement(model, cosine, measured.max_abs_error, measured.top1)
 
 
 def _to_host(value: Any) -> Any:

@@ -1,7 +1,7 @@
 """The enablement sweep as pytest items, so pytest-xdist can spread it over cores and machines.
 
 One item per (family, release); each runs the same isolated worker as ``spyre-adapters sweep``
-(:func:`spyre_adapters.enablement.sweep.isolated_triage`, so the same :func:`~spyre_adapters.enablement.triage.classify`)
+(:func:`spyre_adapters.enablement.sweep.isolated_triage`, so the same :func:`~spyre_adapters.enablement.classification.classify`)
 and writes its result to ``DIR/results/<family>@<release>.json``. The item passes whatever the
 verdict (the verdict is data; an item fails only when the sweep machinery itself fails). At the
 end, the controller (never an xdist worker) merges every result file into ``DIR/sweep.json``

@@ -9,6 +9,7 @@ from __future__ import annotations
 from spyre_adapters.audit import AuditDiff, AuditFinding, AuditReport, audit_diff, audit_release
 from spyre_adapters.errors import (
     AdapterApplyError,
+    AdapterOrderError,
     AlreadyPreparedError,
     DuplicateAdapterError,
     LockError,
@@ -53,6 +54,7 @@ __all__ = [
     "DEFAULT_LOCK_FILE",
     "DISABLE_ENV",
     "AdapterApplyError",
+    "AdapterOrderError",
     "AdapterKind",
     "AdapterStatus",
     "AuditDiff",

@@ -20,6 +20,7 @@ from spyre_sim.problems import Problem, problems_message
 
 __all__ = [
     "AdapterApplyError",
+    "AdapterOrderError",
     "AlreadyPreparedError",
     "DuplicateAdapterError",
     "LockError",
@@ -162,3 +163,28 @@ class AdapterApplyError(SpyreAdaptersError, RuntimeError):
             f"{type(cause).__name__}: {cause}; the model was restored to its state before "
             f"prepare{undone}"
         )
+
+
+class AdapterOrderError(SpyreAdaptersError, ValueError):
+    """The ``after`` declarations of manifests cannot be honoured: ``adapter`` (a ``name
+    version`` label) names adapters that are not registered (``unknown``), or the declarations
+    form a cycle (``cycle``: the labels in order, the first repeated at the end)."""
+
+    def __init__(
+        self, adapter: str, *, unknown: Sequence[str] = (), cycle: Sequence[str] = ()
+    ) -> None:
+        self.adapter = adapter
+        self.unknown = tuple(unknown)
+        self.cycle = tuple(cycle)
+        if self.unknown:
+            message = (
+                f"adapter {adapter} must follow {', '.join(map(repr, self.unknown))} (its "
+                "manifest's `after`), which no registered adapter is called; install it, or "
+                "correct the name in `after`"
+            )
+        else:
+            message = (
+                f"the `after` declarations form a cycle: {' -> '.join(self.cycle)}; no order "
+                "applies each adapter after the ones it follows: remove one of them"
+            )
+        super().__init__(message)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from spyre_adapters.manifest import AdapterKind, Manifest
+from spyre_adapters.ordering import application_order
 from spyre_adapters.registry import Registry
 from spyre_adapters.stacks import CatalogueLike, ReleaseLike, release_of
 from spyre_adapters.waivers import Waiver, find_waiver
@@ -305,9 +306,10 @@ class Lifecycle:
 
     def resolve(self, stack: str | os.PathLike[str] | ReleaseLike | None) -> list[Manifest]:
         """The manifests ``prepare`` applies at a release, in application order
-        (``order``, then name)."""
+        (:func:`spyre_adapters.ordering.application_order`: ``after``, then ``order``, then
+        name)."""
         chosen = [row.manifest for row in self.status_at(stack) if row.applied]
-        return sorted(chosen, key=lambda m: (m.order, m.name))
+        return application_order(chosen, self.registry.names())
 
     def diff(
         self,

@@ -105,8 +105,9 @@ _KEYS = (
     "order",
     "generated",
     "bridges",
+    "after",
 )
-_OPTIONAL = ("retire_by", "order", "generated", "bridges")
+_OPTIONAL = ("retire_by", "order", "generated", "bridges", "after")
 #: The candidate forms a bridge may name (``spyre_adapters.library.op_bridge.CANDIDATES``).
 BRIDGE_CANDIDATES = ("decomposition", "core-decomposition", "ref", "rewrite", "host")
 _BRIDGE_KEYS = ("candidate", "gap", "releases", "checked")
@@ -186,6 +187,7 @@ class Manifest:
     sha256: str = ""
     generated: bool = False
     bridges: tuple[Bridge, ...] = ()
+    after: tuple[str, ...] = ()  # adapters applied before this one (spyre_adapters.ordering)
 
     def open_gaps(self, release: Any) -> tuple[str, ...]:
         """The gaps of this adapter that are open at ``release`` (a release object with
@@ -388,6 +390,11 @@ def parse_manifest(
             )
 
     order = check.integer("order")
+    after = check.strings("after") or ()
+    for other in after:
+        if not _NAME.match(other) or other == name:
+            what = "the adapter itself" if other == name else "not a valid adapter name"
+            check.problem("after", f"{other!r} is {what}; list the adapters applied before it")
 
     generated = False
     if "generated" in data:
@@ -445,6 +452,7 @@ def parse_manifest(
         sha256=sha256,
         generated=generated,
         bridges=bridges,
+        after=after,
     )
     return manifest, []
 

@@ -2,7 +2,9 @@
 
 ``prepare(model, stack="2026.05")`` resolves the adapters for the release (or takes exactly the
 set pinned in a lock), asks each whether it ``matches`` the model, and applies the matching ones
-in ``order`` (then name), each through its own :class:`~spyre_adapters.contract.ModelEdit`.
+each after the adapters its manifest says it follows (``after``), else in ``order`` (then
+name) (:mod:`spyre_adapters.ordering`), each through its own
+:class:`~spyre_adapters.contract.ModelEdit`.
 
 - **Atomic**: when any adapter fails (in ``matches`` or ``apply``), every change of this call is
   rolled back, the adapters applied before it included, and :class:`AdapterApplyError` names the
@@ -31,6 +33,7 @@ from packaging.version import Version
 from spyre_adapters.errors import AdapterApplyError, AlreadyPreparedError
 from spyre_adapters.lifecycle import Lifecycle, Status
 from spyre_adapters.lock import Lock, pinned_manifests, read_lock
+from spyre_adapters.ordering import application_order
 from spyre_adapters.registry import Registry, build_registry
 from spyre_adapters.stacks import ReleaseLike
 
@@ -128,11 +131,10 @@ def prepare(
         manifests = pinned_manifests(lock, registry, release.name)
     else:
         rows = lifecycle.status_at(release)
-        manifests = sorted(
-            (row.manifest for row in rows if row.applied), key=lambda m: (m.order, m.name)
-        )
+        manifests = [row.manifest for row in rows if row.applied]
         retired = tuple(row.name for row in rows if row.status is Status.RETIRED)
         out_of_range = tuple(row.name for row in rows if row.status is Status.OUT_OF_RANGE)
+    manifests = application_order(manifests, registry.names())
     resolved = tuple(m.key for m in manifests)
 
     previous = _state(model)

@@ -5,12 +5,13 @@ adapter layer reads (as ``Protocol`` types, so tests and tools can pass a small 
 their own) and turns a user's ``stack`` argument into a release of a given catalogue.
 
 Only ``Release.gap_open`` and ``Gap.nature.value`` are read, never ``GapState`` members: a gap is
-closed for the lifecycle exactly when ``gap_open`` is false.
+closed for the lifecycle exactly when ``gap_open`` is false. A release is looked up by the
+catalogue itself (``Catalogue.release``, which also accepts ``"2026.5"`` for ``"2026.05"``).
+:mod:`spyre_sim` is imported on first use (it imports torch), never at import.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -76,8 +77,9 @@ class CatalogueLike(Protocol):
 
 def default_catalogue() -> CatalogueLike:
     """The built-in catalogue of :mod:`spyre_sim` (imported on first use, not at import)."""
-    module = importlib.import_module("spyre_sim.catalogue")
-    return cast(CatalogueLike, module.builtin_catalogue())
+    from spyre_sim.catalogue import builtin_catalogue
+
+    return cast(CatalogueLike, builtin_catalogue())
 
 
 def is_lasting(catalogue: CatalogueLike, gap_id: str) -> bool:
@@ -101,10 +103,10 @@ def release_of(
     """
     if stack is None:
         try:
-            stack_module = importlib.import_module("spyre_sim.stack")
+            from spyre_sim.stack import current_stack
         except ImportError:
             return catalogue.releases[-1]
-        return cast(ReleaseLike, stack_module.current_stack())
+        return cast(ReleaseLike, current_stack())
     if not isinstance(stack, (str, os.PathLike)):
         return stack
     text = os.fspath(stack)
@@ -113,8 +115,9 @@ def release_of(
     except UnknownReleaseError:
         pass
     if isinstance(stack, os.PathLike) or text.endswith(".toml") or Path(text).is_file():
-        module: Any = importlib.import_module("spyre_sim.catalogue")
-        return cast(ReleaseLike, module.resolve_stack(text))
+        from spyre_sim.catalogue import resolve_stack
+
+        return cast(ReleaseLike, resolve_stack(text))
     upstream = _upstream_release(text, catalogue)
     if upstream is not None:
         return upstream
@@ -124,12 +127,12 @@ def release_of(
 def _upstream_release(text: str, catalogue: CatalogueLike) -> ReleaseLike | None:
     """The release of ``catalogue`` an upstream version string resolves to, if it is one."""
     try:
-        module: Any = importlib.import_module("spyre_sim.catalogue")
+        from spyre_sim.catalogue import resolve_stack, resolve_upstream
     except ImportError:
         return None
-    if module.resolve_upstream(text) is None:
+    if resolve_upstream(text) is None:
         return None
-    resolved = module.resolve_stack(text)  # warns once, naming the release
+    resolved = resolve_stack(text)  # warns once, naming the release
     for release in catalogue.releases:
         if release.name == resolved.name:
             return release

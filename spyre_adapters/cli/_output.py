@@ -20,7 +20,6 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from spyre_adapters._outputs import OutputPathError, Saved, check_directory, check_file, save
+from spyre_adapters.tables import TableData
 
 __all__ = [
     "FORMATS",
@@ -55,19 +55,6 @@ _STATUS_STYLES = {
     "stale": "yellow",
     "tampered": "bold red",
 }
-
-
-@dataclass
-class TableData:
-    """A table: title, column names, rows of strings; ``status_column`` is coloured."""
-
-    title: str
-    columns: Sequence[str]
-    rows: list[list[str]] = field(default_factory=list)
-    caption: str = ""
-    status_column: int | None = None
-    #: columns that may fold to fit the width (default: every column but the first)
-    folding: frozenset[int] | None = None
 
 
 def output_file(text: str) -> Path:

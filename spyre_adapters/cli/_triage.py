@@ -31,7 +31,7 @@ from spyre_adapters.cli._output import TableData, add_output_options, diagnose, 
 from spyre_adapters.stacks import release_of
 
 if TYPE_CHECKING:
-    from spyre_adapters.enablement.triage import TriageResult
+    from spyre_adapters.enablement.results import TriageResult
 
 __all__ = ["add_parser", "run"]
 

@@ -1,13 +1,16 @@
-"""Isolated worker processes: run one function call in a child process with a time limit.
+"""Isolated worker processes: run function calls in child processes, each with a time limit.
 
-A crash (signal, abort, ``os._exit``, out of memory) or a hang in the child cannot take the
-caller down: :func:`run_isolated` returns an :class:`Outcome` saying ``ok`` (with the value),
-``raised`` (with the traceback text), ``crashed`` (with the exit code) or ``timeout`` (the child
-was killed).
+A crash (signal, abort, ``os._exit``, out of memory) or a hang in a child cannot take the
+caller down: each call returns an :class:`Outcome` saying ``ok`` (with the value), ``raised``
+(with the traceback text), ``crashed`` (with the exit code) or ``timeout`` (the child was
+killed).
 
-Children are forked from a ``forkserver`` that has already imported torch, transformers and the
-device (:func:`isolation_context`), so starting one costs milliseconds instead of the seconds
-those imports take; where ``forkserver`` is unavailable, ``spawn`` is used. The function must be
+A :class:`WorkerPool` is a :class:`pebble.ProcessPool` of ``jobs`` processes that runs one call
+per process (a fresh process for every call, so no state leaks from one family to the next)
+with a timeout per call; :func:`run_isolated` is one call in a pool of its own. Children are
+forked from a ``forkserver`` that has already imported torch, transformers and the device
+(:func:`isolation_context`), so starting one costs milliseconds instead of the seconds those
+imports take; where ``forkserver`` is unavailable, ``spawn`` is used. The function must be
 importable by name (a module-level function) and its arguments and result picklable.
 """
 
@@ -16,14 +19,16 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import time
-import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
+from types import TracebackType
 from typing import Any
 
-__all__ = ["Outcome", "isolation_context", "run_isolated"]
+from pebble import ProcessExpired, ProcessPool
+
+__all__ = ["Outcome", "WorkerPool", "isolation_context", "run_isolated"]
 
 # What every worker needs, imported once in the fork server (about 8 s per worker otherwise).
 _PRELOAD = (
@@ -58,14 +63,55 @@ def isolation_context(preload: Sequence[str] = _PRELOAD) -> BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _child(function: Callable[..., Any], args: tuple[Any, ...], conn: Connection) -> None:
-    try:
-        value = function(*args)
-    except BaseException:
-        conn.send(("raised", traceback.format_exc()))
-    else:
-        conn.send(("ok", value))
-    conn.close()
+class WorkerPool:
+    """``jobs`` worker processes started from ``context`` (default :func:`isolation_context`),
+    one call per process. :meth:`run` blocks until its call ends; call it from up to ``jobs``
+    threads at once. Use as a context manager: leaving it stops the workers."""
+
+    def __init__(self, jobs: int = 1, context: BaseContext | None = None) -> None:
+        chosen = isolation_context() if context is None else context
+        self._pool = ProcessPool(max_workers=max(1, jobs), max_tasks=1, context=chosen)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers (a call still running is killed)."""
+        self._pool.stop()  # type: ignore[no-untyped-call]  # pebble leaves stop() unannotated
+        self._pool.join()
+
+    def run(self, function: Callable[..., Any], args: tuple[Any, ...], timeout: float) -> Outcome:
+        """Call ``function(*args)`` in a worker process; kill it after ``timeout`` seconds."""
+        start = time.monotonic()
+        future = self._pool.schedule(function, args, timeout=timeout)
+        try:
+            value = future.result()
+        except FutureTimeout:
+            return Outcome(
+                "timeout",
+                error=f"no result after {timeout:g} s; killed",
+                seconds=time.monotonic() - start,
+            )
+        except ProcessExpired as expired:
+            code = expired.exitcode
+            return Outcome(
+                "crashed",
+                error=f"worker exited with code {code} without a result",
+                exitcode=code,
+                seconds=time.monotonic() - start,
+            )
+        except Exception as raised:
+            text = getattr(raised, "traceback", None) or f"{type(raised).__name__}: {raised}"
+            return Outcome("raised", error=str(text), seconds=time.monotonic() - start)
+        return Outcome("ok", value=value, seconds=time.monotonic() - start)
 
 
 def run_isolated(
@@ -74,54 +120,11 @@ def run_isolated(
     *,
     timeout: float,
     context: BaseContext | None = None,
+    pool: WorkerPool | None = None,
 ) -> Outcome:
-    """Call ``function(*args)`` in a child process; kill it after ``timeout`` seconds."""
-    chosen: Any = isolation_context() if context is None else context
-    receive, send = chosen.Pipe(duplex=False)
-    process = chosen.Process(target=_child, args=(function, args, send), daemon=True)
-    start = time.monotonic()
-    process.start()
-    send.close()
-    message: tuple[str, Any] | None = None
-    timed_out = False
-    try:
-        deadline = start + timeout
-        while message is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            if receive.poll(min(remaining, 0.5)):
-                try:
-                    message = receive.recv()
-                except EOFError:  # the child closed its end without sending: it is dying
-                    break
-            elif not process.is_alive():
-                break
-    finally:
-        receive.close()
-    seconds = time.monotonic() - start
-    if message is not None:
-        process.join(5)
-        if process.is_alive():
-            process.kill()
-            process.join()
-        status, payload = message
-        if status == "ok":
-            return Outcome("ok", value=payload, seconds=seconds)
-        return Outcome("raised", error=str(payload), seconds=seconds)
-    if timed_out:
-        process.kill()
-        process.join()
-        return Outcome("timeout", error=f"no result after {timeout:g} s; killed", seconds=seconds)
-    process.join(10)  # its exit status may take a moment to arrive through the fork server
-    if process.is_alive():
-        process.kill()
-        process.join()
-    code = process.exitcode
-    return Outcome(
-        "crashed",
-        error=f"worker exited with code {code} without a result",
-        exitcode=code,
-        seconds=seconds,
-    )
+    """Call ``function(*args)`` in a child process (a worker of ``pool``, else of a pool of
+    its own started from ``context``); kill it after ``timeout`` seconds."""
+    if pool is not None:
+        return pool.run(function, args, timeout)
+    with WorkerPool(1, context) as own:
+        return own.run(function, args, timeout)

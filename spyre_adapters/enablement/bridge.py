@@ -39,8 +39,10 @@ from typing import TYPE_CHECKING, Any
 from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from spyre_adapters.agreement import facts
+from spyre_adapters.enablement.device_runs import run_on_device, step_past
 from spyre_adapters.enablement.op_validation import Sample, Verdict, sample_of, validate, variants
-from spyre_adapters.enablement.triage import DeviceRun, RunError, run_on_device, step_past
+from spyre_adapters.enablement.results import DeviceRun, RunError
 from spyre_adapters.library.op_bridge import OpBridge, available, observe, op_name, resolve_op
 
 if TYPE_CHECKING:
@@ -510,12 +512,10 @@ def _outcome(result: BridgeResult, run: DeviceRun | None, at_target: bool) -> tu
         return "unbridged", "the loop ended before the family ran"
     comparison = run.comparison
     if comparison is None or not comparison.matches:
-        facts = (
-            f"cosine {comparison.cosine:.4f}, top-1 {comparison.top1}"
-            if comparison is not None
-            else "no comparison"
+        return (
+            "mismatch",
+            f"runs at {result.release} but does not match the CPU ({facts(comparison)})",
         )
-        return "mismatch", f"runs at {result.release} but does not match the CPU ({facts})"
     new = result.table
     if not new:
         return "runs", f"runs and matches the CPU at {result.release} with the installed adapters"

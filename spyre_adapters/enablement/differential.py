@@ -22,7 +22,7 @@ on content and position and a wrong computation shows, and records the CPU refer
 stock model in fp32. :func:`run_case` prepares a copy for a release with the adapters the
 lifecycle resolves there (``prepare``, as ``pytest --spyre`` does), runs it on the emulated
 device and compares it with the CPU by the triage metric
-(:func:`spyre_adapters.enablement.triage.compare`: greedy top-1 at every non-tied position and cosine >=
+(:func:`spyre_adapters.agreement.compare`: greedy top-1 at every non-tied position and cosine >=
 0.99 for causal LMs, cosine >= 0.99 otherwise). Only positions that hold a token are
 compared: padded positions are free to differ. Each run ends in one :class:`Outcome`:
 
@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch.overrides import TorchFunctionMode
 
+from spyre_adapters.enablement._isolation import WorkerPool
 from spyre_adapters.enablement.families import (
     FP16_SMALLEST_NORMAL,
     MIN_COMPARED_VALUES,
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from spyre_adapters.enablement.triage import Comparison
+    from spyre_adapters.agreement import Comparison
     from spyre_adapters.registry import Registry
 
 __all__ = [
@@ -528,7 +529,7 @@ def _cpu_check(
 
     import torch
 
-    from spyre_adapters.enablement.triage import compare
+    from spyre_adapters.agreement import compare
     from spyre_adapters.preparation import prepare, restore
 
     model = copy.deepcopy(built.model)
@@ -542,7 +543,7 @@ def _cpu_check(
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     finally:
         restore(model)
-    return compare(built.kind, built.reference, output), ""
+    return compare(built.reference, output, logits=built.kind == "causal-lm"), ""
 
 
 def _facts(comparison: Comparison) -> str:
@@ -556,7 +557,7 @@ def _facts(comparison: Comparison) -> str:
 def _precision_explained(built: BuiltFamily, release: str, registry: Registry) -> str:
     """Why a close device mismatch is a precision limit (see :func:`run_case`), or ``""``."""
     import spyre_sim
-    from spyre_adapters.enablement.triage import run_on_device
+    from spyre_adapters.enablement.device_runs import run_on_device
 
     half, _ = _cpu_check(built, release, registry, fp16_storage=True)
     if half is not None and not half.matches:
@@ -583,7 +584,7 @@ def run_case(
     its attention scores in fp32, as GPT-Neo does, loses that on any fp16-only machine); or
     the device run with DL16 rounding off (plain fp16 storage) matches.
     """
-    from spyre_adapters.enablement.triage import run_on_device
+    from spyre_adapters.enablement.device_runs import run_on_device
     from spyre_adapters.preparation import default_registry
 
     registry = default_registry() if registry is None else registry
@@ -703,11 +704,11 @@ def case_worker(case: Mapping[str, Any], releases: Sequence[str]) -> dict[str, A
     return {"built": True, "runs": [run_case(drawn, built, r).to_json() for r in releases]}
 
 
-def _isolated(case: Case, releases: Sequence[str], timeout: float) -> CaseResult:
-    from spyre_adapters.enablement._isolation import run_isolated
-
-    outcome = run_isolated(
-        case_worker, (case.to_json(), list(releases)), timeout=timeout * max(len(releases), 1)
+def _isolated(
+    case: Case, releases: Sequence[str], timeout: float, workers: WorkerPool
+) -> CaseResult:
+    outcome = workers.run(
+        case_worker, (case.to_json(), list(releases)), timeout * max(len(releases), 1)
     )
     if outcome.status == "ok":
         value = outcome.value
@@ -731,7 +732,9 @@ def campaign(
     """Run every case at every release, each case in an isolated worker process (a crash or
     a hang, after ``timeout`` seconds per release, becomes ``error`` runs), ``jobs`` workers at
     a time; results arrive as cases finish."""
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(_isolated, case, list(releases), timeout) for case in cases]
+    with WorkerPool(jobs) as workers, ThreadPoolExecutor(max_workers=max(1, jobs)) as waiting:
+        futures = [
+            waiting.submit(_isolated, case, list(releases), timeout, workers) for case in cases
+        ]
         for future in futures:
             yield future.result()

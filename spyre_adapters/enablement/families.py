@@ -48,6 +48,7 @@ import torch
 from torch import nn
 
 from spyre_adapters.errors import SpyreAdaptersError
+from spyre_adapters.main_output import LOGITS_FIRST, main_output_name, output_named
 
 __all__ = [
     "MQA",
@@ -65,11 +66,10 @@ __all__ = [
     "build_family",
     "buildable_families",
     "candidate_families",
+    "compared_output_name",
     "family_config",
     "judge_reference",
-    "output_name_of",
     "scale_widths",
-    "select_output",
     "variants_for",
 ]
 
@@ -215,7 +215,7 @@ class BuiltFamily:
         }
         with torch.no_grad():
             out = model(**feed, **self.options)
-        return select_output(out, self.output_name)
+        return output_named(out, self.output_name)
 
 
 # -- enumeration -------------------------------------------------------------------------------
@@ -706,37 +706,10 @@ def _input_plans(
     return plans
 
 
-def select_output(out: Any, name: str) -> torch.Tensor:
-    """The compared output ``name`` of a model output (the first tensor when it has none)."""
-    if isinstance(out, torch.Tensor):
-        return out
-    value = out.get(name) if hasattr(out, "get") else None
-    if isinstance(value, torch.Tensor):
-        return value
-    items = list(out.to_tuple() if hasattr(out, "to_tuple") else tuple(out))
-    while items:
-        item = items.pop(0)
-        if isinstance(item, torch.Tensor):
-            return item
-        if isinstance(item, (list, tuple)):
-            items[:0] = list(item)
-    raise TypeError(f"the model output has no tensor (got {type(out).__name__})")
-
-
-def output_name_of(out: Any, kind: str) -> str:
-    """The name of the output compared (see the module docstring)."""
-    keys = list(out.keys()) if hasattr(out, "keys") else []
-    for name in ("logits", "last_hidden_state") if kind == "causal-lm" else ("last_hidden_state",):
-        if isinstance(out.get(name) if keys else None, torch.Tensor):
-            return name
-    floating = [
-        (out[name].numel(), -i, str(name))
-        for i, name in enumerate(keys)
-        if isinstance(out[name], torch.Tensor) and out[name].is_floating_point()
-    ]
-    if floating:
-        return max(floating)[2]  # the most values; the first such output on a tie
-    return keys[0] if keys else ""
+def compared_output_name(out: Any, kind: str) -> str:
+    """The name of the output compared for a family of ``kind`` (see the module docstring):
+    :func:`spyre_adapters.main_output.main_output_name`, logits first for causal LMs only."""
+    return main_output_name(out, LOGITS_FIRST if kind == "causal-lm" else ("last_hidden_state",))
 
 
 def judge_reference(reference: torch.Tensor, output_name: str) -> str | None:
@@ -829,8 +802,8 @@ def _build(
         try:
             with torch.no_grad():
                 out = model(**inputs, **options)
-            output_name = output_name_of(out, kind)
-            reference = select_output(out, output_name)
+            output_name = compared_output_name(out, kind)
+            reference = output_named(out, output_name)
         except Exception as exc:
             first_error = first_error or exc
             continue

@@ -31,12 +31,15 @@ import json
 import keyword
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 from packaging.version import Version
 
-__all__ = ["AdapterPackage", "manifest_skeleton", "package_files"]
+if TYPE_CHECKING:
+    from spyre_adapters.enablement.results import GapHit
+
+__all__ = ["AdapterPackage", "manifest_skeleton", "package_files", "suggest_manifest"]
 
 #: The comment opening every manifest skeleton.
 _HEADER = (
@@ -89,6 +92,21 @@ def manifest_skeleton(
         document["retire_by"] = closes
     document["entry_point"] = entry_point or f"my_adapters.{module}:adapter"
     return _HEADER + tomli_w.dumps(document)
+
+
+def suggest_manifest(gap: str, family: str, release: str, hit: GapHit | None = None) -> str:
+    """A manifest skeleton (TOML text) for a new adapter bridging ``gap`` for ``family``."""
+    where = ""
+    if hit is not None:
+        where = f" Met at {hit.op or 'an op'} in {hit.module_path or 'the model'} ({family})."
+    from spyre_sim.catalogue import builtin_catalogue
+
+    name = f"{gap}-{family}".replace("_", "-").lower()
+    info = builtin_catalogue().gaps.get(gap)
+    title = f" ({info.title})" if info is not None else ""
+    return manifest_skeleton(
+        name, [gap], [family], release, summary=f"Bridges `{gap}`{title}.{where}"
+    )
 
 
 @dataclass(frozen=True)

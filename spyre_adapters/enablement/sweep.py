@@ -5,7 +5,7 @@ process (built once, then triaged at each release) with a time limit, ``jobs`` w
 time, so a crash or a hang costs one family its row (``worker-crashed`` / ``worker-timeout``)
 and never the sweep. The same per-family work is what :mod:`pytest_spyre.sweep_items` runs as
 pytest items distributed by pytest-xdist (across cores or machines); both go through
-:func:`isolated_triage` and :func:`spyre_adapters.enablement.triage.classify`.
+:func:`isolated_triage` and :func:`spyre_adapters.enablement.classification.classify`.
 
 With a Transformers test tree (``testers``), the unit of work is a test file: its worker
 builds every model tester of the file (:mod:`spyre_adapters.enablement.testers`, the testers' tiny sizes
@@ -17,7 +17,7 @@ Results: :class:`SweepReport`, written as JSON (:meth:`SweepReport.to_json`), a 
 (:func:`report_tables`) and an offline HTML page (:func:`write_html`).
 
 JSON schema (``schema_version`` 1; keys are only ever added, never renamed; ``category`` values
-are :class:`~spyre_adapters.enablement.triage.Category` values, also never renamed)::
+are :class:`~spyre_adapters.enablement.results.Category` values, also never renamed)::
 
     {
       "schema_version": 1,
@@ -81,10 +81,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spyre_adapters.cli._output import TableData
-from spyre_adapters.enablement._isolation import Outcome, run_isolated
+from spyre_adapters.enablement._isolation import Outcome, WorkerPool, run_isolated
 from spyre_adapters.enablement.families import REALISTIC, TINY, SizePreset
-from spyre_adapters.enablement.triage import Category, TriageResult
+from spyre_adapters.enablement.results import Category, TriageResult
+from spyre_adapters.tables import TableData
 
 __all__ = [
     "SWEEP_SCHEMA_VERSION",
@@ -234,10 +234,12 @@ def isolated_triage(
     timeout: float = DEFAULT_TIMEOUT,
     worker: Worker = triage_worker,
     testers: Path | None = None,
+    pool: WorkerPool | None = None,
 ) -> list[TriageResult]:
-    """Triage ``family`` at ``releases`` in an isolated worker process; a crash, hang or
-    internal error becomes a result with the matching fixed category at every release.
-    With ``testers`` (a test tree), ``family`` is a test file of it (:func:`tester_worker`)."""
+    """Triage ``family`` at ``releases`` in an isolated worker process (of ``pool``, else of
+    a pool of its own); a crash, hang or internal error becomes a result with the matching
+    fixed category at every release. With ``testers`` (a test tree), ``family`` is a test
+    file of it (:func:`tester_worker`), and ``pool`` must start from :func:`tester_context`."""
     limit = timeout * max(len(releases), 1)
     if testers is not None:
         limit *= 2  # a test file may hold more than one model type
@@ -246,12 +248,13 @@ def isolated_triage(
             (family, list(releases), preset, layout_checks, str(testers)),
             timeout=limit,
             context=tester_context(testers),
+            pool=pool,
         )
         if outcome.status != "ok":
             family = Path(family).parent.name
     else:
         outcome = run_isolated(
-            worker, (family, list(releases), preset, layout_checks), timeout=limit
+            worker, (family, list(releases), preset, layout_checks), timeout=limit, pool=pool
         )
     if outcome.status == "ok":
         return [TriageResult.from_json(item) for item in outcome.value]
@@ -456,12 +459,14 @@ def run_sweep(
         testers=None if testers is None else str(testers),
     )
     start = time.perf_counter()
+    context = None if testers is None else tester_context(testers)
     with (
         _progress(progress, len(families) * len(releases)) as advance,
-        ThreadPoolExecutor(jobs) as pool,
+        WorkerPool(jobs, context) as workers,
+        ThreadPoolExecutor(jobs) as waiting,  # each thread waits for one worker's call
     ):
         futures = {
-            pool.submit(
+            waiting.submit(
                 isolated_triage,
                 family,
                 releases,
@@ -470,6 +475,7 @@ def run_sweep(
                 timeout=timeout,
                 worker=worker,
                 testers=testers,
+                pool=workers,
             ): family
             for family in families
         }

@@ -40,11 +40,11 @@ from spyre_adapters.enablement.families import (
     TINY,
     BuiltFamily,
     FamilyBuildError,
+    compared_output_name,
     judge_reference,
-    output_name_of,
     scale_widths,
-    select_output,
 )
+from spyre_adapters.main_output import output_named
 
 __all__ = [
     "TESTER",
@@ -270,8 +270,8 @@ def build_entry(entry: TesterEntry, *, scaled: bool, seed: int = 0) -> BuiltFami
     try:
         with torch.no_grad():
             out = model(**tensors, **options)
-        output_name = output_name_of(out, kind)
-        reference = select_output(out, output_name)
+        output_name = compared_output_name(out, kind)
+        reference = output_named(out, output_name)
     except Exception as exc:
         raise FamilyBuildError(model_type, "forward", _one_line(exc)) from exc
     if not reference.is_floating_point():

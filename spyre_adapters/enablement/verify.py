@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from spyre_adapters.enablement.device_runs import run_on_device
 from spyre_adapters.enablement.families import (
     REALISTIC,
     VARIANTS,
@@ -42,7 +43,7 @@ from spyre_adapters.enablement.families import (
     build_family,
     variants_for,
 )
-from spyre_adapters.enablement.triage import DeviceRun, run_on_device
+from spyre_adapters.enablement.results import DeviceRun
 from spyre_adapters.lifecycle import Status
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry

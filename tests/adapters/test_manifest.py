@@ -68,7 +68,7 @@ def test_unknown_keys_suggest_the_right_one(catalogue: FakeCatalogue) -> None:
         "retire_after": ["unknown key; did you mean 'retire_by'?"],
         "colour": [
             "unknown key; known keys: schema_version, name, version, kind, summary, gaps, "
-            "families, stacks, retire_by, entry_point, order, generated, bridges"
+            "families, stacks, retire_by, entry_point, order, generated, bridges, after"
         ],
     }
 

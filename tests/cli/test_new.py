@@ -287,7 +287,8 @@ def test_new_writes_toml_that_round_trips(tmp_path: Path) -> None:
 
 
 def test_suggested_manifests_round_trip() -> None:
-    from spyre_adapters.enablement.triage import GapHit, suggest_manifest
+    from spyre_adapters.enablement.results import GapHit
+    from spyre_adapters.enablement.skeletons import suggest_manifest
 
     hit = GapHit("sort", 'aten.sort.default "x"\n', "model.layers.0\nü", 1, raised=True)
     data = tomllib.loads(suggest_manifest("sort", "llama", "2026.05", hit))

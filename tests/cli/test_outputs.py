@@ -21,8 +21,8 @@ import spyre_adapters.enablement.families
 import spyre_adapters.enablement.sweep
 from spyre_adapters._outputs import OutputPathError, check_directory, check_file, save, write_text
 from spyre_adapters.cli import ExitCode, main
+from spyre_adapters.enablement.results import Category, TriageResult
 from spyre_adapters.enablement.sweep import SweepReport, run_sweep
-from spyre_adapters.enablement.triage import Category, TriageResult
 
 FULL = Path("/dev/full")
 needs_dev_full = pytest.mark.skipif(not FULL.exists(), reason="no /dev/full on this system")

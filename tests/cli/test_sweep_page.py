@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from spyre_adapters.enablement._sweep_html import CATEGORY_COLOURS, CATEGORY_TEXT, render
+from spyre_adapters.enablement.results import Category, TriageResult
 from spyre_adapters.enablement.sweep import SweepReport
-from spyre_adapters.enablement.triage import Category, TriageResult
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = ROOT / ".ci" / "check_sweep_page.py"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from spyre_adapters.enablement.results import Category
 from spyre_adapters.enablement.sweep import isolated_triage, run_sweep
-from spyre_adapters.enablement.triage import Category
 
 TREE = Path(__file__).resolve().parents[1] / "data" / "testers" / "tree"
 FILE = "tests/models/tinyllama/test_modeling_tinyllama.py"

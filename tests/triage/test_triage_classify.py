@@ -5,17 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spyre_adapters.enablement.triage import (
-    MIN_COSINE,
-    Category,
-    Comparison,
-    DeviceRun,
-    GapHit,
-    RunError,
-    TriageResult,
-    classify,
-    compare,
-)
+from spyre_adapters.agreement import MIN_COSINE, Comparison, compare
+from spyre_adapters.enablement.classification import classify
+from spyre_adapters.enablement.results import Category, DeviceRun, GapHit, RunError, TriageResult
 
 MATCH = Comparison(True, 0.9999, 0.01, 1.0, 6, "test")
 NO_MATCH = Comparison(False, 0.5, 2.0, 0.5, 6, "test")
@@ -108,14 +100,14 @@ def logits(rows: list[list[float]]) -> torch.Tensor:
 
 def test_compare_causal_lm_needs_top1_at_every_scored_position() -> None:
     ref = logits([[5.0, 1.0, 0.0], [0.0, 4.0, 1.0]])
-    same = compare("causal-lm", ref, ref.clone())
+    same = compare(ref, ref.clone(), logits=True)
     assert same.matches
     assert same.top1 == 1.0
     assert same.scored == 2
     wide = torch.arange(64.0).repeat(1, 2, 1) / 10  # top-1 beats top-2 by 0.1: scored
     flipped = wide.clone()
     flipped[0, 1, 62] = 6.35  # a nearly identical vector, but another argmax at position 1
-    verdict = compare("causal-lm", wide, flipped)
+    verdict = compare(wide, flipped, logits=True)
     assert verdict.cosine > MIN_COSINE  # cosine alone would accept it
     assert not verdict.matches
     assert verdict.top1 == 0.5
@@ -124,23 +116,23 @@ def test_compare_causal_lm_needs_top1_at_every_scored_position() -> None:
 def test_compare_ignores_tied_positions() -> None:
     ref = logits([[5.0, 1.0, 0.0], [3.0, 3.0001, 0.0]])  # position 1 is a tie
     out = logits([[5.0, 1.0, 0.0], [3.0001, 3.0, 0.0]])
-    verdict = compare("causal-lm", ref, out)
+    verdict = compare(ref, out, logits=True)
     assert verdict.scored == 1
     assert verdict.matches
 
 
 def test_compare_base_uses_cosine() -> None:
     ref = torch.randn(1, 4, 64, generator=torch.Generator().manual_seed(0))
-    assert compare("base", ref, ref + 1e-3).matches
-    assert not compare("base", ref, -ref).matches
+    assert compare(ref, ref + 1e-3, logits=False).matches
+    assert not compare(ref, -ref, logits=False).matches
 
 
 def test_compare_rejects_nan_and_shape_changes() -> None:
     ref = torch.ones(1, 2, 64)
     bad = ref.clone()
     bad[0, 0, 0] = float("nan")
-    assert not compare("base", ref, bad).matches
-    assert not compare("base", ref, torch.ones(1, 3, 64)).matches
+    assert not compare(ref, bad, logits=False).matches
+    assert not compare(ref, torch.ones(1, 3, 64), logits=False).matches
 
 
 def test_result_json_round_trip_without_nan() -> None:

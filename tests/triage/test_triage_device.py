@@ -11,7 +11,9 @@ import tomllib
 
 from spyre_adapters import build_registry, load_manifest
 from spyre_adapters.cli import main
-from spyre_adapters.enablement.triage import Category, classify, manifest_skeleton
+from spyre_adapters.enablement.classification import classify
+from spyre_adapters.enablement.results import Category
+from spyre_adapters.enablement.skeletons import manifest_skeleton
 from spyre_adapters.registry import Registry
 from spyre_adapters.stacks import default_catalogue
 
@@ -42,7 +44,7 @@ def test_triage_llama_at_two_releases(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_triage_json_verdict_is_classify(capsys: pytest.CaptureFixture[str]) -> None:
-    from spyre_adapters.enablement.triage import TriageResult
+    from spyre_adapters.enablement.results import TriageResult
 
     main(["triage", "gpt2", "--stack", "2025.12", "--format", "json"])
     (row,) = json.loads(capsys.readouterr().out)["results"]

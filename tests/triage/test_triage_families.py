@@ -109,7 +109,8 @@ def test_a_reference_that_vanishes_in_fp16_fails_the_build_at_stage_reference() 
 
 
 def test_triage_calls_a_vanishing_reference_reference_failed() -> None:
-    from spyre_adapters.enablement.triage import Category, triage_family
+    from spyre_adapters.enablement.results import Category
+    from spyre_adapters.enablement.triage import triage_family
 
     (result,) = triage_family("mobilenet_v2", ["2026.09"])
     assert result.category is Category.REFERENCE_FAILED

@@ -15,8 +15,8 @@ from triage_standins import (
 )
 
 from spyre_adapters.enablement._isolation import run_isolated
+from spyre_adapters.enablement.results import Category
 from spyre_adapters.enablement.sweep import isolated_triage, run_sweep
-from spyre_adapters.enablement.triage import Category
 
 RELEASES = ["2026.05", "2026.09"]
 

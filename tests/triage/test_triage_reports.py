@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from spyre_adapters.enablement.results import Category, DeviceRun, GapHit, RunError, TriageResult
 from spyre_adapters.enablement.sweep import SweepReport, report_tables, write_html
-from spyre_adapters.enablement.triage import Category, DeviceRun, GapHit, RunError, TriageResult
 
 RELEASES = ["2026.03", "2026.05"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from spyre_adapters import Registry, default_registry
 from spyre_adapters.enablement.families import MQA, ODD_SIZES, REALISTIC, build_family, variants_for
-from spyre_adapters.enablement.triage import Category, TriageResult, build_variants, triage
+from spyre_adapters.enablement.results import Category, TriageResult
+from spyre_adapters.enablement.triage import build_variants, triage
 
 
 def _without_contiguous_attention_1_1() -> Registry:

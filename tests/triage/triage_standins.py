@@ -7,7 +7,7 @@ import signal
 import time
 from typing import Any
 
-from spyre_adapters.enablement.triage import Category, TriageResult
+from spyre_adapters.enablement.results import Category, TriageResult
 
 #: The category each stand-in family reports, at every release.
 VERDICTS = {

@@ -1,0 +1,93 @@
+"""Does a device output match the CPU? The one rule, for triage, the sweep and the plugin.
+
+:func:`compare` measures a device output (already on the host) against its CPU reference, in
+float64:
+
+- ``cosine``: the cosine similarity of the flattened outputs; ``1.0`` when both are all zeros,
+  ``0.0`` when only one is, NaN when an output is not finite or the shapes differ;
+- ``max_abs_error``: the largest absolute difference (``inf`` when not finite or the shapes
+  differ; ``0.0`` for empty outputs);
+- for logits (``logits=True``: the last axis is a vocabulary), ``top1``: the fraction of
+  positions where the device's greedy token is the CPU's, over the positions the CPU decides
+  (``scored``): a position whose two best CPU logits are closer than :data:`TIE_MARGIN` of the
+  position's logit range is a tie that any rounding may flip, and is not scored (when no
+  position is scored, every position counts for ``top1``).
+
+``matches`` (how real teams judge "it works" on the device): cosine >= :data:`MIN_COSINE`, and
+for logits the CPU's greedy token at every scored position.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["MIN_COSINE", "TIE_MARGIN", "Comparison", "compare", "facts"]
+
+#: Minimum cosine similarity of device output vs CPU output (the device bar of real teams).
+MIN_COSINE = 0.99
+#: Logits: CPU top-2 margins below this fraction of the position's logit range are ties.
+TIE_MARGIN = 0.01
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Device output vs CPU reference. ``top1`` is the agreement over ``scored`` positions
+    (logits only); ``matches`` applies the criterion named by ``criterion``."""
+
+    matches: bool
+    cosine: float
+    max_abs_error: float
+    top1: float | None = None
+    scored: int = 0
+    criterion: str = ""
+
+
+def compare(reference: torch.Tensor, output: torch.Tensor, *, logits: bool) -> Comparison:
+    """Compare a device output (already on the host) with the CPU reference (module doc)."""
+    ref = reference.detach().cpu().to(torch.float64)
+    out = output.detach().cpu().to(torch.float64)
+    if ref.shape != out.shape:
+        return Comparison(False, math.nan, math.inf, criterion="shape differs")
+    finite = bool(torch.isfinite(out).all()) and bool(torch.isfinite(ref).all())
+    a, b = ref.flatten(), out.flatten()
+    denom = float(a.norm() * b.norm())
+    if not finite:
+        cosine = math.nan
+    elif denom > 0:
+        cosine = float(torch.dot(a, b)) / denom
+    else:
+        cosine = 1.0 if bool(torch.equal(a, b)) else 0.0
+    max_abs = math.inf
+    if finite:
+        max_abs = float((ref - out).abs().max()) if ref.numel() else 0.0
+    cosine_ok = finite and cosine >= MIN_COSINE
+    if not logits or ref.dim() < 2 or ref.shape[-1] < 2:
+        return Comparison(cosine_ok, cosine, max_abs, criterion=f"cosine >= {MIN_COSINE}")
+    ref2 = ref.reshape(-1, ref.shape[-1])
+    out2 = out.reshape(-1, out.shape[-1])
+    top2 = ref2.topk(2, dim=-1).values
+    spread = (ref2.max(dim=-1).values - ref2.min(dim=-1).values).clamp_min(1e-12)
+    scored = (top2[:, 0] - top2[:, 1]) > TIE_MARGIN * spread
+    agree = ref2.argmax(dim=-1) == out2.argmax(dim=-1)
+    n_scored = int(scored.sum())
+    counted = agree[scored] if n_scored else agree
+    top1 = float(counted.to(torch.float64).mean())
+    top1_ok = bool(agree[scored].all()) if n_scored else True
+    return Comparison(
+        matches=cosine_ok and top1_ok,
+        cosine=cosine,
+        max_abs_error=max_abs,
+        top1=top1,
+        scored=n_scored,
+        criterion=f"greedy top-1 at every non-tied position and cosine >= {MIN_COSINE}",
+    )
+
+
+def facts(comparison: Comparison | None) -> str:
+    """``cosine 0.9876, top-1 0.5`` for a verdict's detail (``no comparison`` for ``None``)."""
+    if comparison is None:
+        return "no comparison"
+    return f"cosine {comparison.cosine:.4f}, top-1 {comparison.top1}"
