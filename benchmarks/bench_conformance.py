@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -206,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         "-n", "--jobs", type=int, default=0, help="pytest-xdist workers (0: serial)"
     )
     parser.add_argument("--json", type=Path, default=None, help="write the figures to FILE")
+    parser.add_argument(
+        "--reports", type=Path, default=None,
+        help="keep each device mode's --spyre-report as DIR/<mode>.json (e.g. for "
+        "python -m pytest_spyre.expectations)",
+    )  # fmt: skip
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments for every run")
     args = parser.parse_args(argv)
 
@@ -219,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
             f"bench_conformance: the directory of --json {args.json} does not exist",
             file=sys.stderr,
         )
+        return 2
+    if args.reports is not None and not args.reports.is_dir():
+        print(f"bench_conformance: --reports {args.reports} is not a directory", file=sys.stderr)
         return 2
     families = [f for f in args.families.split(",") if f]
     files = []
@@ -248,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"running {mode} ...", file=sys.stderr)
             runs.append(_run(mode, runner, ids, env, extra if mode == "cpu" else device_extra,
                              args.tree, work))  # fmt: skip
+            if args.reports is not None and (work / f"{mode}.json").is_file():
+                shutil.copyfile(work / f"{mode}.json", args.reports / f"{mode}.json")
     text, summary = _table(runs, [f for f in families if any(_family(i) == f for i in ids)])
     summary["selection"] = args.selection
     summary["stack"] = args.stack or "newest"
