@@ -1,13 +1,15 @@
 """Worker pool: the previous hand-made isolation (one forkserver child per call, fed by a
 thread pool) against ``spyre_adapters.enablement._isolation.WorkerPool`` (pebble), side by side.
 
-Two measurements, both run in one process, each with its own fork server preloaded the same:
+Two measurements, both run in one process from the same preloaded fork server, each side run
+twice in the order old, new, new, old (so a load that drifts weighs on both alike):
 
 - per-call overhead: ``--calls`` trivial calls (``os.getpid``), ``--jobs`` at a time;
 - a sweep: ``--families`` model types (every k-th buildable one) triaged at ``--stack``,
   ``--jobs`` at a time, with the sweep's own worker; the verdicts of both must agree.
 
     python benchmarks/bench_isolation.py                 # 20 families at 2026.09, 2 jobs
+    python benchmarks/bench_isolation.py --families 10   # a quicker look
     python benchmarks/bench_isolation.py --families 40 --stack 2026.05 --jobs 2
 
 Prints the wall seconds of each and the ratio new / old (below 1: the pool is faster).
@@ -132,18 +134,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     from spyre_adapters.enablement.sweep import triage_worker
 
     _warm(args.jobs)
+    # old, new, new, old: a load that drifts during the run weighs on both sides alike
+    order = (run_old, run_new, run_new, run_old)
     trivial = [()] * args.calls
-    old_s, _ = run_old(os.getpid, trivial, args.jobs, args.timeout)
-    new_s, _ = run_new(os.getpid, trivial, args.jobs, args.timeout)
-    print(f"{args.calls} trivial calls, {args.jobs} at a time: old {old_s:.2f} s, new "
-          f"{new_s:.2f} s, new/old {new_s / old_s:.2f}")  # fmt: skip
+    seconds = {run_old: 0.0, run_new: 0.0}
+    for runner in order:
+        seconds[runner] += runner(os.getpid, trivial, args.jobs, args.timeout)[0]
+    old_s, new_s = seconds[run_old], seconds[run_new]
+    print(f"{args.calls} trivial calls, {args.jobs} at a time, twice each: old {old_s:.2f} s, "
+          f"new {new_s:.2f} s, new/old {new_s / old_s:.2f}")  # fmt: skip
 
     every = candidate_families()
     step = max(1, len(every) // args.families)
     families = every[::step][: args.families]
     calls = [(f, [args.stack], "realistic", True) for f in families]
-    old_s, old = run_old(triage_worker, calls, args.jobs, args.timeout)
-    new_s, new = run_new(triage_worker, calls, args.jobs, args.timeout)
+    seconds = {run_old: 0.0, run_new: 0.0}
+    outcomes: dict[Any, list[Outcome]] = {}
+    for runner in order:
+        took, outcomes[runner] = runner(triage_worker, calls, args.jobs, args.timeout)
+        seconds[runner] += took
+    old_s, new_s = seconds[run_old], seconds[run_new]
+    old, new = outcomes[run_old], outcomes[run_new]
 
     def verdicts(outcomes: list[Outcome]) -> list[str]:
         return [
@@ -151,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
 
     same = verdicts(old) == verdicts(new)
-    print(f"sweep of {len(families)} families at {args.stack}, {args.jobs} jobs: old "
+    print(f"sweep of {len(families)} families at {args.stack}, {args.jobs} jobs, twice each: old "
           f"{old_s:.1f} s, new {new_s:.1f} s, new/old {new_s / old_s:.2f}; "
           f"verdicts {'identical' if same else 'DIFFER'}")  # fmt: skip
     if not same:

@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
     # torch and Transformers only here: the parser is built for every command
     from transformers import CONFIG_MAPPING
 
-    from spyre_adapters.enablement.families import REALISTIC, TINY, FamilyBuildError, build_family
+    from spyre_adapters.enablement.families import build_family
+    from spyre_adapters.enablement.family_configs import REALISTIC, TINY, FamilyBuildError
     from spyre_adapters.enablement.triage import build_variants, triage
 
     if args.family not in CONFIG_MAPPING:

@@ -7,9 +7,9 @@ Transformers' ``repeat_kv`` return a stride-0 view that SDPA misread. So this mo
 configurations instead.
 
 A :class:`Case` is one drawn configuration of a family: sizes (a
-:class:`~spyre_adapters.enablement.families.SizePreset`: heads, key/value heads, head_dim, FFN and
+:class:`~spyre_adapters.enablement.family_configs.SizePreset`: heads, key/value heads, head_dim, FFN and
 vocabulary sizes, layers, batch and sequence length, image geometry), config
-:class:`~spyre_adapters.enablement.families.Features` (partial rotary, tied embeddings, sliding window),
+:class:`~spyre_adapters.enablement.family_configs.Features` (partial rotary, tied embeddings, sliding window),
 the attention implementation, padding of the batch, whether one decode step with the KV cache
 follows the prefill (causal LMs), and a weight seed. :func:`draw_case` draws
 one from :data:`SPACE`. It takes the choice function as an argument, so a seeded
@@ -48,7 +48,7 @@ Only the first four are acceptable.
 
 A drawn configuration the family's config class rejects, whose CPU forward fails (BERT-style
 LM heads do not decode with a cache), or whose CPU output cannot judge an fp16 run, is not a
-run: :func:`build_case` raises :class:`~spyre_adapters.enablement.families.FamilyBuildError`.
+run: :func:`build_case` raises :class:`~spyre_adapters.enablement.family_configs.FamilyBuildError`.
 
 Campaigns: :func:`drawn_cases` gives the same cases of a family in every process and run
 (seeded ``random.Random``), :func:`campaign` runs cases at releases, each case in an isolated
@@ -75,12 +75,14 @@ from spyre_adapters.enablement._isolation import WorkerPool
 from spyre_adapters.enablement.families import (
     FP16_SMALLEST_NORMAL,
     MIN_COMPARED_VALUES,
-    REALISTIC,
     BuiltFamily,
+    build_family,
+)
+from spyre_adapters.enablement.family_configs import (
+    REALISTIC,
     FamilyBuildError,
     Features,
     SizePreset,
-    build_family,
 )
 
 if TYPE_CHECKING:
@@ -359,7 +361,7 @@ def build_case(case: Case) -> BuiltFamily:
     """Build ``case`` (see the module docstring); the CPU reference is the stock model's, in
     fp32, at the positions that hold a token.
 
-    Raises :class:`~spyre_adapters.enablement.families.FamilyBuildError` when the family does not build
+    Raises :class:`~spyre_adapters.enablement.family_configs.FamilyBuildError` when the family does not build
     at the drawn sizes (stage ``"config"`` also when only the family's own widths would), or
     its CPU output cannot judge a run (stage ``"reference"``).
     """

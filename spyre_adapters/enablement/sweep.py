@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from spyre_adapters.enablement._isolation import Outcome, WorkerPool, run_isolated
-from spyre_adapters.enablement.families import REALISTIC, TINY, SizePreset
+from spyre_adapters.enablement.family_configs import REALISTIC, TINY, SizePreset
 from spyre_adapters.enablement.results import Category, TriageResult
 from spyre_adapters.tables import TableData
 
@@ -153,7 +153,7 @@ def tester_worker(
     import torch
     import transformers
 
-    from spyre_adapters.enablement.families import FamilyBuildError
+    from spyre_adapters.enablement.family_configs import FamilyBuildError
     from spyre_adapters.enablement.testers import build_entry, testers_in_file
     from spyre_adapters.enablement.triage import triage
 

@@ -35,15 +35,8 @@ from typing import Any
 
 import torch
 
-from spyre_adapters.enablement.families import (
-    REALISTIC,
-    TINY,
-    BuiltFamily,
-    FamilyBuildError,
-    compared_output_name,
-    judge_reference,
-    scale_widths,
-)
+from spyre_adapters.enablement.families import BuiltFamily, compared_output_name, judge_reference
+from spyre_adapters.enablement.family_configs import REALISTIC, TINY, FamilyBuildError, scale_widths
 from spyre_adapters.main_output import output_named
 
 __all__ = [

@@ -23,7 +23,7 @@ sweep and the pytest-xdist sweep items share; the result is a
 :class:`~spyre_adapters.enablement.results.TriageResult`.
 
 **Variants.** A family that is enabled at R (``native`` or ``adapted``) is also run at the size
-variants of :data:`spyre_adapters.enablement.families.VARIANTS` that build it differently (one
+variants of :data:`spyre_adapters.enablement.family_configs.VARIANTS` that build it differently (one
 key/value head; a batch of 3 x 13 tokens with a vocabulary of 1000), stock if it is native,
 adapted if it is adapted: a configuration the main preset does not exercise can still give a
 wrong answer (one KV head did). Each is a ``VariantCheck`` in ``TriageResult.variants``, and a
@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING
 
 from spyre_adapters.enablement.classification import classify, describe_run
 from spyre_adapters.enablement.device_runs import run_on_device
-from spyre_adapters.enablement.families import (
+from spyre_adapters.enablement.families import BuiltFamily
+from spyre_adapters.enablement.family_configs import (
     REALISTIC,
     VARIANTS,
-    BuiltFamily,
     FamilyBuildError,
     SizePreset,
     variants_for,
@@ -162,8 +162,8 @@ def build_variants(
     family: str, *, preset: SizePreset = REALISTIC, variants: Sequence[SizePreset] = VARIANTS
 ) -> list[BuiltFamily]:
     """``family`` built at each of ``variants`` that builds it differently from ``preset``
-    (:func:`~spyre_adapters.enablement.families.variants_for`); variants that do not build are left out.
-    Only :data:`~spyre_adapters.enablement.families.REALISTIC` has variants: for another preset, none."""
+    (:func:`~spyre_adapters.enablement.family_configs.variants_for`); variants that do not build are left out.
+    Only :data:`~spyre_adapters.enablement.family_configs.REALISTIC` has variants: for another preset, none."""
     from spyre_adapters.enablement.families import build_family
 
     if preset != REALISTIC:

@@ -12,7 +12,8 @@ import pytest
 from spyre_adapters import build_registry, builtin, default_registry
 from spyre_adapters.cli import main
 from spyre_adapters.enablement.bridge import bridge_family, installed_bridges, without_generated
-from spyre_adapters.enablement.families import TINY, build_family
+from spyre_adapters.enablement.families import build_family
+from spyre_adapters.enablement.family_configs import TINY
 from spyre_adapters.enablement.generation import (
     adapter_name,
     manifest_text,

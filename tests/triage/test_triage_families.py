@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from spyre_adapters.enablement.families import (
+from spyre_adapters.enablement.families import build_family, candidate_families
+from spyre_adapters.enablement.family_configs import (
     REALISTIC,
     TINY,
     FamilyBuildError,
-    build_family,
-    candidate_families,
     family_config,
 )
 

@@ -4,7 +4,8 @@ sizes, and a failing variant is named without changing the category."""
 from __future__ import annotations
 
 from spyre_adapters import Registry, default_registry
-from spyre_adapters.enablement.families import MQA, ODD_SIZES, REALISTIC, build_family, variants_for
+from spyre_adapters.enablement.families import build_family
+from spyre_adapters.enablement.family_configs import MQA, ODD_SIZES, REALISTIC, variants_for
 from spyre_adapters.enablement.results import Category, TriageResult
 from spyre_adapters.enablement.triage import build_variants, triage
 
