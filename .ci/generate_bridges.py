@@ -208,7 +208,7 @@ def write(
     for op in list(captures):
         if op in samples:  # met by the loops too: the captured arguments are more samples
             samples[op].extend(captures.pop(op).samples)
-    versions, kept = _from_captures(captures, releases, catalogue)
+    versions, validated_on = _from_captures(captures, releases, catalogue)
     for op in sorted(samples):
         if not families.get(op):
             print(f"{op}: bridged, but no family ran and matched with it: not written")
@@ -240,7 +240,7 @@ def write(
     written = write_builtin(versions, ROOT / "manifests", ROOT / "spyre_adapters" / "library")
     from spyre_adapters.enablement.captured import write_sample_file
 
-    for version, found in kept:
+    for version, found in validated_on:
         path = ROOT / "tests" / "data" / "bridge-samples" / f"{version.name}-{version.version}.pt"
         write_sample_file(path, version.op, found)
         written.append(path)
