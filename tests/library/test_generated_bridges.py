@@ -118,7 +118,8 @@ def test_a_bridge_from_captured_samples_is_needed_and_holds_on_them(manifest: Ma
     (bridge,) = manifest.bridges
     op, samples = read_sample_file(samples_of(manifest))
     assert op == bridge.op
-    assert samples and all("captured by pytest in" in s.label for s in samples)
+    assert samples
+    assert all("captured by pytest in" in s.label for s in samples)
     assert any("captured by pytest in" in line for line in bridge.checked)
     assert getattr(manifest.load(), "table", None) == {bridge.op: bridge.candidate}
     tried = [r for r in bridge.releases if r in VERIFIED_AT]
