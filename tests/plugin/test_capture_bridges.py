@@ -137,3 +137,28 @@ def test_captured_samples_plan_a_host_bridge_where_the_op_is_refused(
     op, samples = read_sample_file(kept)
     assert op == "aten.unique_consecutive.default"
     assert [s.signature for s in samples] == ["int32[8]", "int32[12]"]
+
+
+def test_each_xdist_worker_writes_its_own_file_and_they_merge(suite: Path) -> None:
+    out = suite / "captured"
+    run = pytest_subprocess(
+        suite,
+        "--spyre",
+        "--spyre-stack",
+        "2026.09",
+        f"--spyre-capture-bridges={out}",
+        "-q",
+        "-n",
+        "2",
+    )
+    run.fnmatch_lines(["spyre: each xdist worker writes its bridge samples into*"])
+    files = sorted(p.name for p in out.glob("capture-2026.09-*.pt"))
+    assert files
+    assert all(name.endswith(("-gw0.pt", "-gw1.pt")) for name in files)
+    (captured,) = load_captures([out]).values()
+    assert sorted(t.split("::")[1] for t in captured.tests) == [
+        "test_longer_input",
+        "test_model_meets_unique",
+        "test_model_meets_unique_again",
+    ]
+    assert sorted(s.signature for s in captured.samples) == ["int32[12]", "int32[8]"]
