@@ -14,6 +14,16 @@ families the loop made run and match the CPU with that op bridged.
     python .ci/generate_bridges.py --family olmoe --family t5 --stack 2026.09 --dry-run
     python .ci/generate_bridges.py --sweep S.json --stack 2026.09 --save loops/ --dry-run
     python .ci/generate_bridges.py --load loops/ --load more-loops/   # plan and write only
+    python .ci/generate_bridges.py --samples captured/ --dry-run   # from pytest's captures
+
+``--samples DIR`` (repeatable) plans from the bridge samples that ``pytest --spyre
+--spyre-capture-bridges DIR`` recorded in a test suite (ops met only by the suite's inputs,
+such as the loss of a forward with labels): per op, the candidates are validated on the
+captured arguments and their variants at every release of the catalogue where the op is
+refused, and each version lists as evidence the tests and module paths the samples came from
+and as verified the model types they were captured in; the samples a version was validated
+on are kept under ``tests/data/bridge-samples/`` for its tests. Given with ``--family`` or
+``--sweep``, an op met by both gets the captured samples added to the loops' ones.
 
 A version recorded as released (``manifests/released.sha256``) is never rewritten.
 """
@@ -56,7 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", type=Path, help="a sweep JSON: its non-enabled families")
     parser.add_argument("--family", action="append", help="model type (instead of --sweep)")
-    parser.add_argument("--stack", action="append", required=True, help="release; repeatable")
+    parser.add_argument("--stack", action="append", help="release of the loops; repeatable")
+    parser.add_argument(
+        "--samples",
+        type=Path,
+        action="append",
+        help="folder of bridge samples from pytest --spyre --spyre-capture-bridges; repeatable",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=600.0, help="s per family")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
@@ -70,11 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         help="plan and write from folders written by --save instead of running loops",
     )
     args = parser.parse_args(argv)
+    captures = _captures(args.samples or [])
     if args.load:
         rows, samples = _load(args.load)
-        return write(rows, samples, dry_run=args.dry_run)
+        return write(rows, samples, dry_run=args.dry_run, captures=captures)
     if not args.family and args.sweep is None:
-        parser.error("give --sweep or --family")
+        if captures is not None:
+            return write([], {}, dry_run=args.dry_run, captures=captures)
+        parser.error("give --sweep, --family or --samples")
+    if not args.stack:
+        parser.error("the loops of --sweep and --family need --stack R")
     families = _families(args)
     print(f"{len(families)} families at {', '.join(args.stack)}", file=sys.stderr)
     start = time.perf_counter()
@@ -114,7 +135,18 @@ def main(argv: list[str] | None = None) -> int:
         args.save.mkdir(parents=True, exist_ok=True)
         (args.save / "rows.json").write_text(json.dumps(rows, indent=1), "utf-8")
         torch.save(samples, args.save / "samples.pt")
-    return write(rows, samples, dry_run=args.dry_run)
+    return write(rows, samples, dry_run=args.dry_run, captures=captures)
+
+
+def _captures(folders: list[Path]) -> dict[str, Any] | None:
+    if not folders:
+        return None
+    from spyre_adapters.enablement.captured import CaptureFileError, load_captures
+
+    try:
+        return load_captures(folders)
+    except CaptureFileError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def _load(folders: list[Path]) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
@@ -144,7 +176,13 @@ def _renumber(versions: list[Any]) -> list[Any]:
     return [dataclasses.replace(v, version=f"1.{i}.0") for i, v in enumerate(versions)]
 
 
-def write(rows: list[dict[str, Any]], samples: dict[str, list[Any]], *, dry_run: bool) -> int:
+def write(
+    rows: list[dict[str, Any]],
+    samples: dict[str, list[Any]],
+    *,
+    dry_run: bool,
+    captures: dict[str, Any] | None = None,
+) -> int:
     import spyre_sim
     from spyre_adapters.enablement.generation import (
         NOT_NEEDED,
@@ -166,7 +204,11 @@ def write(rows: list[dict[str, Any]], samples: dict[str, list[Any]], *, dry_run:
             for op in row["table"]:
                 at = families.setdefault(op, {}).setdefault(row["release"], [])
                 at.append(row["family"])
-    versions = []
+    captures = dict(captures or {})
+    for op in list(captures):
+        if op in samples:  # met by the loops too: the captured arguments are more samples
+            samples[op].extend(captures.pop(op).samples)
+    versions, validated_on = _from_captures(captures, releases, catalogue)
     for op in sorted(samples):
         if not families.get(op):
             print(f"{op}: bridged, but no family ran and matched with it: not written")
@@ -196,8 +238,44 @@ def write(rows: list[dict[str, Any]], samples: dict[str, list[Any]], *, dry_run:
     if dry_run:
         return 0
     written = write_builtin(versions, ROOT / "manifests", ROOT / "spyre_adapters" / "library")
+    from spyre_adapters.enablement.captured import write_sample_file
+
+    for version, found in validated_on:
+        path = ROOT / "tests" / "data" / "bridge-samples" / f"{version.name}-{version.version}.pt"
+        write_sample_file(path, version.op, found)
+        written.append(path)
     print(f"wrote {len(written)} files")
     return 0
+
+
+def _from_captures(
+    captures: dict[str, Any], releases: list[Any], catalogue: Any
+) -> tuple[list[Any], list[tuple[Any, list[Any]]]]:
+    """The versions planned from captured samples, and the samples each was validated on."""
+    from spyre_adapters.enablement.captured import plan_captured, released_versions
+
+    if not captures:
+        return [], []
+    released = released_versions(ROOT / "manifests" / "released.sha256")
+    versions: list[Any] = []
+    kept: list[tuple[Any, list[Any]]] = []
+    for planned in plan_captured(captures, releases, catalogue, released=released):
+        captured = captures[planned.op]
+        print(
+            f"{planned.op} (gap {captured.gap}): captured at {', '.join(captured.releases)} in "
+            f"{len(captured.tests)} tests of {', '.join(captured.families) or 'no model type'}"
+        )
+        for note in planned.notes:
+            print(f"  {note}")
+        for version in planned.versions:
+            print(
+                f"  {version.name} {version.version}: {version.candidate} {version.stacks} "
+                f"families={list(version.families)}"
+            )
+            if version.families:
+                versions.append(version)
+                kept.append((version, list(planned.samples)))
+    return versions, kept
 
 
 if __name__ == "__main__":

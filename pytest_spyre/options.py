@@ -110,6 +110,13 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "write a JSON report (schema in pytest_spyre.report) to FILE",
         metavar="FILE",
     ),
+    OptionSpec(
+        "spyre_capture_bridges", "--spyre-capture-bridges", "spyre_capture_bridges",
+        "SPYRE_CAPTURE_BRIDGES", "text", None,
+        "record the arguments of ops the release refuses inside the model scope as bridge "
+        "samples in DIR (pytest_spyre.capture_bridges; .ci/generate_bridges.py --samples DIR)",
+        metavar="DIR",
+    ),
 )  # fmt: skip
 
 
@@ -127,6 +134,7 @@ class SpyreOptions:
     compare: bool = False
     report: Path | None = None
     expectations: Path | None = None
+    capture_bridges: Path | None = None
     sources: Mapping[str, str] | None = None  # dest -> where the value came from, for messages
 
     def describe(self) -> str:
@@ -258,6 +266,9 @@ def resolve_options(
             f"--spyre-expectations: {str(expectations)!r} (from "
             f"{sources['spyre_expectations']}) is not a file"
         )
+    capture = Path(values["spyre_capture_bridges"]) if values["spyre_capture_bridges"] else None
+    if capture is not None:
+        _check_capture_dir(capture, sources["spyre_capture_bridges"])
     return SpyreOptions(
         enabled=True,
         stack=values["spyre_stack"],
@@ -269,6 +280,7 @@ def resolve_options(
         compare=values["spyre_compare"],
         report=report,
         expectations=expectations,
+        capture_bridges=capture,
         sources=sources,
     )
 
@@ -288,4 +300,20 @@ def _check_report_path(report: Path, source: str) -> None:
     if not os.access(parent, os.W_OK) or (report.exists() and not os.access(report, os.W_OK)):
         raise pytest.UsageError(
             f"{where} cannot be written (permission denied); choose another path"
+        )
+
+
+def _check_capture_dir(directory: Path, source: str) -> None:
+    """Refuse a capture folder that cannot be written, before any test runs (it is created at
+    the end of the session when it does not exist yet)."""
+    where = f"--spyre-capture-bridges: {str(directory)!r} (from {source})"
+    if directory.exists() and not directory.is_dir():
+        raise pytest.UsageError(f"{where} exists and is not a directory; give a folder path")
+    existing = directory.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise pytest.UsageError(
+            f"{where} cannot be written ({existing} is not a writable directory); choose "
+            "another path"
         )

@@ -12,7 +12,8 @@ imported only when the device is on, and registered as plugin objects, one per f
 - :class:`~pytest_spyre.expectations.ExpectationsPlugin`: ``--spyre-expectations FILE``;
 - :class:`~pytest_spyre.host_tests.HostTests`: ``no_spyre`` tests on the host;
 - :class:`~pytest_spyre.distributed.WorkerRecords`: records from xdist workers;
-- :class:`~pytest_spyre.reporting.Reporting`: header, terminal summary, JSON report.
+- :class:`~pytest_spyre.reporting.Reporting`: header, terminal summary, JSON report;
+- :class:`~pytest_spyre.capture_bridges.BridgeCapture`: ``--spyre-capture-bridges DIR``.
 
 Order of events with ``--spyre``:
 
@@ -130,6 +131,10 @@ def _feature_plugins(config: pytest.Config, session: DeviceSession) -> list[obje
     ]
     if session.options.expectations is not None:
         plugins.append(ExpectationsPlugin.load(session, recorder.records))
+    if session.options.capture_bridges is not None:
+        from pytest_spyre.capture_bridges import BridgeCapture
+
+        plugins.append(BridgeCapture(session, session.options.capture_bridges))
     return plugins
 
 

@@ -1,11 +1,15 @@
 """Every generated built-in op bridge passes the bar of a hand-written adapter: the adapted
 model computes what the stock model computes on the CPU, and on the device at a release in its
-range the family it lists runs and matches the CPU with it, and is stopped without it."""
+range the family it lists runs and matches the CPU with it, and is stopped without it. A bridge
+generated from samples a test suite captured (``pytest --spyre-capture-bridges``: ops the
+family's plain forward never reaches) is proved on those samples instead, kept in
+``tests/data/bridge-samples/``: the release refuses them, and its candidate matches the CPU."""
 
 from __future__ import annotations
 
 import copy
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,9 +26,20 @@ REGISTRY = build_registry(entry_points=False, plugins=[builtin])
 GENERATED = [m for m in REGISTRY.manifests() if m.generated]
 #: The releases the generator ran the families at (`.ci/generate_bridges.py --stack ...`).
 VERIFIED_AT = ("2026.05", "2026.09")
+#: The samples a version generated from a suite's captures was validated on.
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "bridge-samples"
+
+
+def samples_of(manifest: Manifest) -> Path:
+    return SAMPLES / f"{manifest.name}-{manifest.version}.pt"
+
+
+CAPTURED = [m for m in GENERATED if samples_of(m).is_file()]
 #: The versions whose range holds such a release, with a verified family (one device run each).
 ON_DEVICE = [
-    m for m in GENERATED if m.families and any(r in VERIFIED_AT for r in m.bridges[0].releases)
+    m
+    for m in GENERATED
+    if m.families and any(r in VERIFIED_AT for r in m.bridges[0].releases) and m not in CAPTURED
 ]
 
 
@@ -68,6 +83,17 @@ def _without(name: str) -> Registry:
     return reduced
 
 
+def _only(manifest: Manifest) -> Registry:
+    """The built-ins with no other version of ``manifest``'s adapter (a newer version that
+    supersedes it at a release would otherwise be applied in its place)."""
+    reduced = Registry(REGISTRY.catalogue)
+    reduced.add_all(
+        (m for m in REGISTRY.manifests() if m.name != manifest.name or m is manifest),
+        source="test",
+    )
+    return reduced
+
+
 @pytest.mark.parametrize("manifest", ON_DEVICE, ids=lambda m: m.label)
 def test_its_family_runs_with_it_on_the_device_and_stops_without_it(manifest: Manifest) -> None:
     (bridge,) = manifest.bridges
@@ -79,7 +105,7 @@ def test_its_family_runs_with_it_on_the_device_and_stops_without_it(manifest: Ma
         warnings.simplefilter("ignore")
         for release in tried:
             kept = run_on_device(
-                built, release, adapters=True, registry=REGISTRY, list_all_gaps=False
+                built, release, adapters=True, registry=_only(manifest), list_all_gaps=False
             )
             if kept.ok:
                 break
@@ -91,3 +117,30 @@ def test_its_family_runs_with_it_on_the_device_and_stops_without_it(manifest: Ma
     assert not gone.ran
     assert gone.error is not None
     assert gone.error.op == bridge.op
+
+
+@pytest.mark.parametrize("manifest", CAPTURED, ids=lambda m: m.label)
+def test_a_bridge_from_captured_samples_is_needed_and_holds_on_them(manifest: Manifest) -> None:
+    import spyre_sim
+    from spyre_adapters.enablement.bridge import refuses
+    from spyre_adapters.enablement.captured import read_sample_file
+    from spyre_adapters.enablement.op_validation import validate
+    from spyre_adapters.library.op_bridge import resolve_op
+
+    (bridge,) = manifest.bridges
+    op, samples = read_sample_file(samples_of(manifest))
+    assert op == bridge.op
+    assert samples
+    assert all("captured by pytest in" in s.label for s in samples)
+    assert any("captured by pytest in" in line for line in bridge.checked)
+    assert getattr(manifest.load(), "table", None) == {bridge.op: bridge.candidate}
+    tried = [r for r in bridge.releases if r in VERIFIED_AT]
+    assert tried, bridge.releases
+    overload = resolve_op(op)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in tried:
+            release = spyre_sim.resolve_stack(name)
+            assert refuses(overload, samples, release), f"{name} runs {op}: no bridge needed"
+            verdict = validate(overload, bridge.candidate, samples, release)
+            assert verdict.holds, (name, verdict.reason)
