@@ -27,8 +27,9 @@ each such call in an equivalent form the device lowers, and leaves every other c
   of a contiguous tensor is;
 - **cuts of the last dim** (halves below a stick; offsets inside a stick while ``offset-slice``
   is open; any non-zero offset while ``offset-view-input`` is miscompiled, so that no view
-  starting inside a row is left for a copy or an attention to misread): ``x @ S`` with a 0/1
-  selection matrix ``S`` per piece; an assignment to such a cut (``scores[:, 1:] = -1e9`` in
+  starting inside a row is left for a copy or an attention to misread, and likewise a pick
+  ``x[..., i, :]`` with ``i > 0`` of a ``[..., 3, d]`` packed view, computed on the flattened
+  rows): ``x @ S`` with a 0/1 selection matrix ``S`` per piece; an assignment to such a cut (``scores[:, 1:] = -1e9`` in
   beam search) a ``where`` over a column mask, written back into the tensor.
 
 Placement and selection matrices hold one 1 per column, so every result element is one input
@@ -338,6 +339,25 @@ def _last_dim_slice(x: torch.Tensor, index: Any) -> tuple[int, int] | None:
     return start, stop - start
 
 
+def _inner_pick(x: torch.Tensor, index: Any) -> int | None:
+    """``i`` when ``x[index]`` is ``x[..., i, :]``: one position of the second-last dim (the
+    pick of Q, K or V out of a ``[..., 3, d]`` packed view), else ``None``."""
+    if not isinstance(index, tuple) or len(index) < 2 or x.dim() < 2:
+        return None
+    *head, pick, last = index
+    if isinstance(pick, bool) or not isinstance(pick, int):
+        return None
+    if not isinstance(last, slice) or last != slice(None):
+        return None
+    full = all(isinstance(i, slice) and i == slice(None) for i in head)
+    if head != [Ellipsis] and not (full and len(head) == x.dim() - 2):
+        return None
+    n = x.shape[-2]
+    if not -n <= pick < n:
+        return None
+    return pick + n if pick < 0 else pick
+
+
 # --- the mode ----------------------------------------------------------------------------------
 
 Handler = Callable[["StickLayout", Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
@@ -476,6 +496,12 @@ def _getitem(mode: StickLayout, func: Any, args: tuple[Any, ...], kwargs: dict[s
         cut = _last_dim_slice(x, index)
         if cut is not None and _bad_pieces(x, [cut], mode.features):
             return select_columns(x, *cut)
+        pick = _inner_pick(x, index)
+        if pick and "offset-view-input" in mode.features and _offset_views_misread():
+            # x[..., i, :] of a packed [..., 3, d] view starts inside the row: select its
+            # columns of the flattened rows instead (a view when x's rows are dense)
+            d = x.shape[-1]
+            return select_columns(x.flatten(-2), pick * d, d)
     return func(*args, **kwargs)
 
 

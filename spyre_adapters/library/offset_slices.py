@@ -13,8 +13,10 @@ is split). The stack that lowers them still misreads a view that starts inside a
 its buffer when a copy or an attention reads it, until 2026.09 (``offset-view-input``: packed
 Q|K|V gives K and V the values of Q); while it does, every cut of the last dim at a non-zero
 offset is computed the same way, so no such view is left to misread. Once the release does
-both, the adapter retires. Matched by structure: any model with a matmul weight. Views cut
-along other dims (``qkv.view(b, s, h, 3, d)[..., 1, :]``) are not rewritten.
+both, the adapter retires. The picks ``x[..., i, :]`` of a packed ``[..., 3, d]`` view (BLOOM,
+Persimmon: ``qkv.view(b, s, h, 3, d)[..., 1, :]``) are computed the same way on the flattened
+rows; other cuts along inner dims are not rewritten. Matched by structure: any model with a
+matmul weight.
 """
 
 from __future__ import annotations

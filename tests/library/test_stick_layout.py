@@ -247,3 +247,17 @@ def test_cuts_at_any_offset_are_selections_while_packed_views_are_misread() -> N
             if rewritten:  # the stock cut is misread there
                 stock = x.split(128, dim=-1)[1].contiguous().cpu()
                 assert torch.equal(stock, host[:, :128]), stack
+
+
+@pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreSimWarning")
+def test_picks_of_a_packed_view_are_selections_while_packed_views_are_misread() -> None:
+    """BLOOM and Persimmon pick Q, K and V out of ``qkv.view(b, s, h, 3, d)``."""
+    host = spyre_sim.round_to_dl16(_seeded(2, 5, 2, 3, 64).half())
+    for stack, rewritten in (("2026.08", True), ("2026.09", False)):
+        with spyre_sim.use_stack(stack), torch.no_grad():
+            x = host.to("spyre")
+            with StickLayout(frozenset({"offset-view-input"})):
+                picks = [x[..., i, :] for i in range(3)]
+            assert picks[1].is_contiguous() is rewritten, stack
+            for i, pick in enumerate(picks):
+                assert torch.equal(pick.contiguous().cpu(), host[..., i, :]), (stack, i)
