@@ -14,6 +14,7 @@ families the loop made run and match the CPU with that op bridged.
     python .ci/generate_bridges.py --family olmoe --family t5 --stack 2026.09 --dry-run
     python .ci/generate_bridges.py --sweep S.json --stack 2026.09 --save loops/ --dry-run
     python .ci/generate_bridges.py --load loops/ --load more-loops/   # plan and write only
+    python .ci/generate_bridges.py --load loops/ --op aten.pow.Tensor_Scalar  # one op only
 
 A version recorded as released (``manifests/released.sha256``) is never rewritten.
 """
@@ -69,10 +70,15 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="plan and write from folders written by --save instead of running loops",
     )
+    parser.add_argument(
+        "--op",
+        action="append",
+        help="plan and write only this op's bridges (e.g. aten.pow.Tensor_Scalar); repeatable",
+    )
     args = parser.parse_args(argv)
     if args.load:
         rows, samples = _load(args.load)
-        return write(rows, samples, dry_run=args.dry_run)
+        return write(rows, _only(samples, args.op), dry_run=args.dry_run)
     if not args.family and args.sweep is None:
         parser.error("give --sweep or --family")
     families = _families(args)
@@ -114,7 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         args.save.mkdir(parents=True, exist_ok=True)
         (args.save / "rows.json").write_text(json.dumps(rows, indent=1), "utf-8")
         torch.save(samples, args.save / "samples.pt")
-    return write(rows, samples, dry_run=args.dry_run)
+    return write(rows, _only(samples, args.op), dry_run=args.dry_run)
+
+
+def _only(samples: dict[str, list[Any]], ops: list[str] | None) -> dict[str, list[Any]]:
+    """The samples of ``ops`` only (every op when none is given)."""
+    return samples if not ops else {op: found for op, found in samples.items() if op in ops}
 
 
 def _load(folders: list[Path]) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:

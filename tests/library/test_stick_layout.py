@@ -201,7 +201,6 @@ def test_aligned_models_do_not_match() -> None:
     assert not head_padding.matches(model)
 
 
-
 class _PerLayerConfig:
     """A config whose layers differ: the global ``head_dim`` refuses to answer (as
     Transformers' per-layer attributes do); the per-layer configs hold the head sizes."""
