@@ -15,6 +15,7 @@ families the loop made run and match the CPU with that op bridged.
     python .ci/generate_bridges.py --sweep S.json --stack 2026.09 --save loops/ --dry-run
     python .ci/generate_bridges.py --load loops/ --load more-loops/   # plan and write only
     python .ci/generate_bridges.py --samples captured/ --dry-run   # from pytest's captures
+    python .ci/generate_bridges.py --load loops/ --op aten.pow.Tensor_Scalar  # one op only
 
 ``--samples DIR`` (repeatable) plans from the bridge samples that ``pytest --spyre
 --spyre-capture-bridges DIR`` recorded in a test suite (ops met only by the suite's inputs,
@@ -85,11 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="plan and write from folders written by --save instead of running loops",
     )
+    parser.add_argument(
+        "--op",
+        action="append",
+        help="plan and write only this op's bridges (e.g. aten.pow.Tensor_Scalar); repeatable",
+    )
     args = parser.parse_args(argv)
     captures = _captures(args.samples or [])
     if args.load:
         rows, samples = _load(args.load)
-        return write(rows, samples, dry_run=args.dry_run, captures=captures)
+        return write(rows, _only(samples, args.op), dry_run=args.dry_run, captures=captures)
     if not args.family and args.sweep is None:
         if captures is not None:
             return write([], {}, dry_run=args.dry_run, captures=captures)
@@ -135,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         args.save.mkdir(parents=True, exist_ok=True)
         (args.save / "rows.json").write_text(json.dumps(rows, indent=1), "utf-8")
         torch.save(samples, args.save / "samples.pt")
-    return write(rows, samples, dry_run=args.dry_run, captures=captures)
+    return write(rows, _only(samples, args.op), dry_run=args.dry_run, captures=captures)
 
 
 def _captures(folders: list[Path]) -> dict[str, Any] | None:
@@ -147,6 +153,11 @@ def _captures(folders: list[Path]) -> dict[str, Any] | None:
         return load_captures(folders)
     except CaptureFileError as exc:
         raise SystemExit(f"error: {exc}") from None
+
+
+def _only(samples: dict[str, list[Any]], ops: list[str] | None) -> dict[str, list[Any]]:
+    """The samples of ``ops`` only (every op when none is given)."""
+    return samples if not ops else {op: found for op, found in samples.items() if op in ops}
 
 
 def _load(folders: list[Path]) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:

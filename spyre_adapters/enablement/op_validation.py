@@ -40,6 +40,7 @@ import torch
 from torch._ops import OpOverload
 from torch.utils._pytree import tree_flatten, tree_map
 
+from spyre_adapters.library import _pow_rewrites  # noqa: F401  (registers its rewrites)
 from spyre_adapters.library.op_bridge import candidate, cpu_call
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ own tiny sizes or **scaled** (every width, FFN size, head count and head size se
 realistic preset's, the tester's depth, vocabulary, input lengths and inputs kept), the model
 class the sweep compares (the causal LM where the tester has one, else the base model), the
 tester's inputs, and the CPU reference output (the criteria of :mod:`spyre_adapters.enablement.families`).
+A family that does not build scaled is built at the tester's own sizes (its ``fit`` says so).
 
 Which file holds a model type's tester is found by :func:`find_tester_files`: the folder named
 after the model type first, then the files that name the type's config class.
@@ -238,7 +239,25 @@ def _split(inputs: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, A
 
 def build_entry(entry: TesterEntry, *, scaled: bool, seed: int = 0) -> BuiltFamily:
     """Build one tester's family (see the module docstring); :class:`FamilyBuildError` names
-    the stage that failed."""
+    the stage that failed.
+
+    ``scaled``: when the family does not build, run or give a reference with the realistic
+    widths (its config derives shapes the scaling does not know about), it is built again at
+    the tester's own sizes, and ``fit`` says so (``tester-sizes:<file>::<class>``); the error
+    of the scaled build is raised when that fails too."""
+    try:
+        return _build_entry(entry, scaled=scaled, seed=seed)
+    except FamilyBuildError as first:
+        if not scaled or (first.stage == "config" and "the tester fails" in str(first)):
+            raise
+        try:
+            built = _build_entry(entry, scaled=False, seed=seed)
+        except FamilyBuildError:
+            raise first from None
+        return replace(built, fit=f"tester-sizes:{entry.file}::{entry.test_class}")
+
+
+def _build_entry(entry: TesterEntry, *, scaled: bool, seed: int) -> BuiltFamily:
     model_type = entry.model_type
     try:
         config, inputs, classes = entry.make()

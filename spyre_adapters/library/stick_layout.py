@@ -31,26 +31,37 @@ _HEAD_DIM_KEYS = ("head_dim", "d_kv", "kv_channels", "attention_head_size", "hea
 
 
 def _configs(config: Any, seen: set[int] | None = None) -> Iterator[Any]:
-    """``config`` and every sub-config it holds (text, vision, audio, encoder, ...)."""
+    """``config`` and every sub-config it holds (text, vision, audio, encoder, ...; the
+    per-layer configs of a model whose layers differ)."""
     seen = set() if seen is None else seen
     if config is None or id(config) in seen or not hasattr(config, "to_dict"):
         return
     seen.add(id(config))
     yield config
     for value in vars(config).values():
-        if hasattr(value, "to_dict") and hasattr(value, "model_type"):
-            yield from _configs(value, seen)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if hasattr(item, "to_dict") and hasattr(item, "model_type"):
+                yield from _configs(item, seen)
+
+
+def _attribute(config: Any, key: str) -> Any:
+    """``config.key``, or ``None`` where the config has none or refuses a global value (a
+    per-layer attribute of a model whose layers differ raises rather than answer)."""
+    try:
+        return getattr(config, key, None)
+    except Exception:
+        return None
 
 
 def _head_dims(model: nn.Module) -> set[int]:
     dims: set[int] = set()
     for config in _configs(getattr(model, "config", None)):
         for key in _HEAD_DIM_KEYS:
-            value = getattr(config, key, None)
+            value = _attribute(config, key)
             if isinstance(value, int) and value > 0:
                 dims.add(value)
-        hidden = getattr(config, "hidden_size", None)
-        heads = getattr(config, "num_attention_heads", None)
+        hidden = _attribute(config, "hidden_size")
+        heads = _attribute(config, "num_attention_heads")
         if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads == 0:
             dims.add(hidden // heads)
     return dims

@@ -201,6 +201,42 @@ def test_aligned_models_do_not_match() -> None:
     assert not head_padding.matches(model)
 
 
+class _PerLayerConfig:
+    """A config whose layers differ: the global ``head_dim`` refuses to answer (as
+    Transformers' per-layer attributes do); the per-layer configs hold the head sizes."""
+
+    model_type = "per-layer"
+
+    def __init__(self, layers: list[Any]) -> None:
+        self.per_layer_config = layers
+
+    def to_dict(self) -> dict[str, Any]:
+        return {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "head_dim":
+            raise RuntimeError("'head_dim' is a per-layer attribute")
+        raise AttributeError(name)
+
+
+class _LayerConfig:
+    model_type = "layer"
+
+    def __init__(self, head_dim: int) -> None:
+        self.head_dim = head_dim
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"head_dim": self.head_dim}
+
+
+def test_head_sizes_are_read_from_per_layer_configs() -> None:
+    model = torch.nn.Linear(128, 128)
+    model.config = _PerLayerConfig([_LayerConfig(128), _LayerConfig(32)])  # type: ignore[assignment]
+    assert head_padding.matches(model)
+    model.config = _PerLayerConfig([_LayerConfig(128)])  # type: ignore[assignment]
+    assert not head_padding.matches(model)
+
+
 # --- on the device --------------------------------------------------------------------------
 
 pytestmark = pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreSimWarning")

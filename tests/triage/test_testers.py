@@ -83,3 +83,33 @@ def test_the_real_tree_builds_bert_from_its_tester() -> None:
         if r.family == "bert"
     ]
     assert result.category.built, result.detail
+
+
+def test_a_family_that_does_not_build_scaled_is_built_at_the_testers_sizes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from spyre_adapters.enablement import testers
+    from spyre_adapters.enablement.families import FamilyBuildError
+
+    def make() -> tuple[object, dict[str, object], tuple[type, ...]]:
+        config = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=37, vocab_size=99)  # fmt: skip
+        return config, {"input_ids": torch.randint(0, 99, (2, 7))}, (BertModel,)
+
+    entry = testers.TesterEntry("bert", "tests/models/bert/test_x.py", "BertTest", make)
+    scaled = testers.build_entry(entry, scaled=True)
+    assert scaled.fit == "tester:tests/models/bert/test_x.py::BertTest"
+    assert scaled.config.hidden_size == 256
+
+    def refuse(config: object, preset: object) -> object:
+        raise ValueError("derived widths")
+
+    monkeypatch.setattr(testers, "scale_widths", refuse)
+    fitted = testers.build_entry(entry, scaled=True)
+    assert fitted.fit == "tester-sizes:tests/models/bert/test_x.py::BertTest"
+    assert fitted.config.hidden_size == 32
+    with pytest.raises(FamilyBuildError, match="derived widths"):
+        testers._build_entry(entry, scaled=True, seed=0)
