@@ -7,6 +7,11 @@ from types import ModuleType
 
 import pytest
 
+# ``import spyre_sim`` no longer imports torch. pytester's in-process runs remove the modules
+# first imported inside them, and torch's C extension cannot be imported twice in a process:
+# load it here, in the outer process, before any such run.
+import torch  # noqa: F401
+
 # tests/data holds inputs of the tests (a model test tree among them), not tests of this project
 collect_ignore_glob = ["data/*"]
 
