@@ -17,8 +17,9 @@ A manifest's ``entry_point`` names a module; the implementation of that version 
   spyre-adapters is installed, so a lock means the same in a checkout and in a wheel; each
   released built-in version's hash is recorded in ``manifests/released.sha256`` and tested.
 
-A Python file counts by its code (:func:`code_of`): its docstrings, comments and blank lines are
-left out, so a documentation edit does not change what a lock pins; any statement does.
+A built-in's Python file counts by its code (:func:`code_of`): its docstrings, comments and blank
+lines are left out, so a documentation edit of the project's own adapters does not change what a
+lock pins; any statement does. Other adapters' files count byte for byte, like their ``RECORD``.
 
 :func:`provider` names the distribution (and its version) that provides an implementation:
 the distribution whose files include the entry module, else the one whose entry point
@@ -159,12 +160,12 @@ def implementation_files(manifest: Manifest) -> list[tuple[str, Path]]:
     return implementation_sources(module_name, origin)
 
 
-def _file_digest(path: Path) -> bytes:
+def _file_digest(path: Path, code_only: bool) -> bytes:
     try:
         data = path.read_bytes()
     except OSError:
         return _NO_FILE.encode()
-    if path.suffix == ".py":
+    if code_only and path.suffix == ".py":
         data = code_of(data)
     return hashlib.sha256(data).digest()
 
@@ -210,14 +211,17 @@ def code_of(source: bytes) -> bytes:
 
 
 def implementation_sha256(manifest: Manifest) -> str:
-    """sha256 over ``(label, NUL, sha256 of the file)`` of every implementation file; of a
-    Python file, the sha256 of its code (:func:`code_of`: docstrings and comments left out)."""
+    """sha256 over ``(label, NUL, sha256 of the file)`` of every implementation file. For the
+    built-ins, a Python file counts by its code (:func:`code_of`: docstrings and comments left
+    out); any other adapter's files count byte for byte, as its distribution's ``RECORD``
+    does, so an installed file edited in any way no longer matches a lock."""
     files = implementation_files(manifest)
     if not files:
         return _NO_FILE
+    code_only = _module_name(manifest).partition(".")[0] == BUILTIN_PACKAGE
     digest = hashlib.sha256()
     for label, path in files:
-        digest.update(label.encode() + b"\0" + _file_digest(path))
+        digest.update(label.encode() + b"\0" + _file_digest(path, code_only))
     return digest.hexdigest()
 
 

@@ -49,8 +49,9 @@ def test_pin_records_the_resolved_set_with_hashes(registry: Registry, tmp_path: 
     alpha = registry.get("alpha", "2.0")
     assert entry.adapters[0].manifest_sha256 == alpha.sha256
     assert entry.adapters[0].implementation_sha256 == implementation_sha256(alpha)
-    # a single-module implementation: sha256 over (module name, NUL, sha256 of its code)
-    impl = code_of((DATA / "impl" / "spyre_fake_adapters.py").read_bytes())
+    # a single-module implementation outside the project: sha256 over (module name, NUL,
+    # sha256 of its bytes)
+    impl = (DATA / "impl" / "spyre_fake_adapters.py").read_bytes()
     expected = hashlib.sha256(b"spyre_fake_adapters\0" + hashlib.sha256(impl).digest())
     assert implementation_sha256(alpha) == expected.hexdigest()
 

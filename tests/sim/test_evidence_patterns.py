@@ -93,8 +93,8 @@ def observe(spyre: ModuleType, pattern: Pattern, stack: str | Path) -> tuple[See
         except spyre.SpyreLoweringError as error:
             return Seen.RAISES, error.gap
     snap = spyre.telemetry.snapshot()
-    recorded = pattern.gap in snap["miscompiles"] or (
-        pattern.kind is Kind.TRANSFER and pattern.gap in snap["gaps"]
+    recorded = pattern.gap in snap.miscompiles or (
+        pattern.kind is Kind.TRANSFER and pattern.gap in snap.gaps
     )
     close = got.shape == ref.shape and torch.allclose(
         got.float(), ref.float(), atol=pattern.atol, rtol=5e-3, equal_nan=True
@@ -104,7 +104,7 @@ def observe(spyre: ModuleType, pattern: Pattern, stack: str | Path) -> tuple[See
         return Seen.FLAGGED, ""
     assert close, f"{pattern.gap} at {stack}: wrong numbers and nothing recorded"
     fell_back = any(
-        op.partition(":")[0] in key for key in snap["fallbacks"] for op in pattern.ops[:1]
+        op.partition(":")[0] in key for key in snap.fallbacks for op in pattern.ops[:1]
     )
     return (Seen.FALLBACK if fell_back else Seen.MATCH), ""
 
