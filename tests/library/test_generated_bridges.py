@@ -36,8 +36,29 @@ def samples_of(manifest: Manifest) -> Path:
 
 CAPTURED = [m for m in GENERATED if samples_of(m).is_file()]
 #: The versions whose range holds such a release, with a verified family (one device run each).
+#: Versions generated before the catalogue's corrections from newer evidence (docs/STACK.md §8):
+#: at a release they list, their first family now runs without them (expm1 is a decomposition,
+#: compiled gathers lower) or stops first at a gap the corrections opened (pow-tensor-exponent,
+#: sub-stick-head). Their evidence is out of date until they are regenerated
+#: (`.ci/generate_bridges.py`); strict, so a regenerated version that holds again fails here
+#: until it is taken off this list.
+STALE_EVIDENCE = {
+    "bridge-expm1 1.0.0",
+    "bridge-gather 1.0.0",
+    "bridge-grid-sampler-2d 1.0.0",
+    "bridge-linalg-solve-triangular 1.0.0",
+    "bridge-upsample-bicubic2d 1.0.0",
+    "bridge-upsample-nearest2d 1.0.0",
+}
 ON_DEVICE = [
-    m
+    pytest.param(
+        m,
+        marks=pytest.mark.xfail(
+            strict=True, reason="evidence predates the catalogue corrections; regenerate"
+        ),
+    )
+    if m.label in STALE_EVIDENCE
+    else m
     for m in GENERATED
     if m.families and any(r in VERIFIED_AT for r in m.bridges[0].releases) and m not in CAPTURED
 ]
