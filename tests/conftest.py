@@ -30,3 +30,27 @@ def spyre() -> Iterator[ModuleType]:
         yield spyre_sim
     device_state.module_stack.clear()
     spyre_sim.telemetry.reset()
+
+
+@pytest.fixture(autouse=True)
+def _release_and_switches_restored() -> Iterator[None]:
+    """Each test starts at the release and switches the one before it started with: a test
+    that activates a release without a ``with`` block (``spyre_sim.use_stack(R)`` on its own
+    line, an in-process ``--spyre`` run) must not change what the next test in the same
+    process runs at."""
+    from spyre_sim.state import device_state
+
+    release = device_state.release
+    switches = (
+        device_state.settings.numerics,
+        device_state.settings.layout_checks,
+        device_state.settings.judge_harness,
+    )
+    yield
+    if device_state.release is not release:
+        with device_state.stack_lock:
+            device_state.release = release
+            device_state.stack_generation += 1
+    settings = device_state.settings
+    if (settings.numerics, settings.layout_checks, settings.judge_harness) != switches:
+        settings.numerics, settings.layout_checks, settings.judge_harness = switches

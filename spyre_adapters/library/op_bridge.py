@@ -355,13 +355,21 @@ class BridgeMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         except Exception as error:
             if not _refused(error, func):
                 raise
+            refusal = error
         for observer in list(_observers):
             observer(func, args, kwargs or {})
         others = {op: other for op, other in self.table.items() if op is not func}
-        if impl is _host or not others:
-            return impl(func, args, kwargs or {})
-        with BridgeMode(others):  # a decomposition may issue another bridged op
-            return impl(func, args, kwargs or {})
+        try:
+            if impl is _host or not others:
+                result = impl(func, args, kwargs or {})
+            else:
+                with BridgeMode(others):  # a decomposition may issue another bridged op
+                    result = impl(func, args, kwargs or {})
+        except NotImplementedError:
+            # the candidate has no form for these arguments (a rewrite of some exponents
+            # only): the call stays refused, with the release's own error
+            raise refusal from None
+        return result
 
 
 def _factory(settings: frozenset[tuple[str, str]]) -> BridgeMode:

@@ -103,9 +103,7 @@ def observe(spyre: ModuleType, pattern: Pattern, stack: str | Path) -> tuple[See
         assert not close, f"{pattern.gap} recorded at {stack} but the result is right"
         return Seen.FLAGGED, ""
     assert close, f"{pattern.gap} at {stack}: wrong numbers and nothing recorded"
-    fell_back = any(
-        op.partition(":")[0] in key for key in snap.fallbacks for op in pattern.ops[:1]
-    )
+    fell_back = any(op.partition(":")[0] in key for key in snap.fallbacks for op in pattern.ops[:1])
     return (Seen.FALLBACK if fell_back else Seen.MATCH), ""
 
 
