@@ -10,7 +10,7 @@ import pytest
 # ``import spyre_sim`` no longer imports torch. pytester's in-process runs remove the modules
 # first imported inside them, and torch's C extension cannot be imported twice in a process:
 # load it here, in the outer process, before any such run.
-import torch  # noqa: F401
+import torch
 
 # tests/data holds inputs of the tests (a model test tree among them), not tests of this project
 collect_ignore_glob = ["data/*"]
@@ -54,3 +54,19 @@ def _release_and_switches_restored() -> Iterator[None]:
     settings = device_state.settings
     if (settings.numerics, settings.layout_checks, settings.judge_harness) != switches:
         settings.numerics, settings.layout_checks, settings.judge_harness = switches
+
+
+@pytest.fixture(autouse=True)
+def _no_mode_left_active() -> Iterator[None]:
+    """A test must not leave a dispatch or function mode entered (a scoped mode of an adapter
+    whose forward raised half-way): the modes left behind are popped, so the next test in the
+    process runs without them."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_mode
+
+    dispatch = len(_get_current_dispatch_mode_stack())
+    function = torch._C._len_torch_function_stack()
+    yield
+    while len(_get_current_dispatch_mode_stack()) > dispatch:
+        _pop_mode()
+    while torch._C._len_torch_function_stack() > function:
+        torch._C._pop_torch_function_stack()
