@@ -216,15 +216,17 @@ class Lifecycle:
             )
         if manifest.kind is AdapterKind.PERMANENT:
             return make(Status.PERMANENT, "bridges a lasting gap: " + ", ".join(manifest.gaps))
+        closed = "every gap closed: " + ", ".join(manifest.gaps)
+        if manifest.bridges and any(release.gap_open(g) for g in manifest.gaps):
+            # an op bridge of a gap that stays open: the release runs each op it bridges
+            closed = f"{release.name} runs " + ", ".join(b.op for b in manifest.bridges)
         if open_gaps:
             status, reason = Status.ACTIVE, "gap still open: " + ", ".join(open_gaps)
         elif self.auto_retire:
-            return make(
-                Status.RETIRED, "every gap closed: " + ", ".join(manifest.gaps) + "; auto-retired"
-            )
+            return make(Status.RETIRED, closed + "; auto-retired")
         else:
             status = Status.RETIRABLE
-            reason = "every gap closed: " + ", ".join(manifest.gaps) + "; kept (auto-retire off)"
+            reason = closed + "; kept (auto-retire off)"
         if manifest.retire_by is None or release.version <= Version(manifest.retire_by):
             return make(status, reason)
         waiver = find_waiver(self.waivers, manifest.name, manifest.version)

@@ -110,6 +110,8 @@ _KEYS = (
 _OPTIONAL = ("retire_by", "order", "generated", "bridges", "after")
 #: The candidate forms a bridge may name (``spyre_adapters.library.op_bridge.CANDIDATES``).
 BRIDGE_CANDIDATES = ("decomposition", "core-decomposition", "ref", "rewrite", "host")
+#: The gap of an op that a release does not list: only the op's own rule names it.
+CATCH_ALL_GAP = "unlowered-op"
 _BRIDGE_KEYS = ("candidate", "gap", "releases", "checked")
 _OP_NAME = re.compile(r"^[a-z_][a-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
 _REQUIRED = tuple(key for key in _KEYS if key not in _OPTIONAL)
@@ -141,6 +143,7 @@ class Bridge:
     #: the release refused the op by a rule of its gap on top of the op's own rule (casts to
     #: fp32 before 2026.07: ``_to_copy`` lowers, the ``dtype-cast`` rule refuses some calls):
     #: derived on load, when a release the candidate was validated at lowers the op itself
+    #: (never for :data:`CATCH_ALL_GAP`, which only an op's own rule names)
     by_rule: bool = False
 
     def lowered_at(self, release: Any) -> bool | None:
@@ -530,7 +533,11 @@ def _bridges(
             assert gap is not None
             assert validated is not None
             assert checked is not None
-            by_rule = any(op_lowered(releases[name], op) for name in validated if name in releases)
+            # `unlowered-op` is named only by an op's own rule: where that rule lowers the op
+            # now (a catalogue correction), the bridge is not needed there
+            by_rule = gap != CATCH_ALL_GAP and any(
+                op_lowered(releases[name], op) for name in validated if name in releases
+            )
             found.append(Bridge(op, candidate, gap, tuple(validated), tuple(checked), by_rule))
     if gaps is not None and found and len(found) == len(tables):
         named = {b.gap for b in found}

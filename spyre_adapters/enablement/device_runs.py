@@ -198,6 +198,8 @@ def _device_run(
         except Exception as exc:
             error = _error_of(exc)
     snapshot = recording.snapshot
+    from spyre_adapters.preparation import applied
+
     run = DeviceRun(
         ran=error is None,
         error=error,
@@ -209,6 +211,10 @@ def _device_run(
         all_gaps_listed=error is None,
         bridged=dict(sorted(bridged.items())),
         idle=_idle_bridges(model, names, bridged, registry),
+        miscompiled_in={
+            gap: sorted(entry.module_counts) for gap, entry in sorted(snapshot.miscompiles.items())
+        },
+        touched={f"{r.name} {r.version}": list(r.modules) for r in applied(model)},
     )
     if output is not None:
         run.comparison = compare(built.reference, output, logits=built.kind == "causal-lm")

@@ -617,7 +617,7 @@ def run_case(
         gap: label
         for label in adapters
         for gap in registry.get(*label.split(" ", 1)).gaps
-        if gap in miscompiles
+        if gap in miscompiles and run.covers(label, gap)
     }
     if bridged:
         missed = ", ".join(f"{gap} (bridged by {label})" for gap, label in sorted(bridged.items()))

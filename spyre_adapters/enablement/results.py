@@ -112,6 +112,23 @@ class DeviceRun:
     all_gaps_listed: bool = False
     bridged: dict[str, int] = field(default_factory=dict)
     idle: list[str] = field(default_factory=list)
+    miscompiled_in: dict[str, list[str]] = field(default_factory=dict)
+    """gap -> the module paths the miscompiles of that gap happened in (``""``: outside any
+    module forward)."""
+    touched: dict[str, list[str]] = field(default_factory=dict)
+    """adapter label -> the module paths it changed in this model."""
+
+    def covers(self, label: str, gap: str) -> bool:
+        """Whether a miscompile of ``gap`` happened where the adapter ``label`` changed the
+        model: in a module it touched or below one. Where either side is not known (a
+        miscompile outside any module, an adapter that records no module), it is taken to."""
+        touched = self.touched.get(label, [])
+        places = self.miscompiled_in.get(gap, [])
+        if not touched or not places or "" in touched:
+            return True
+        return any(
+            place == path or place.startswith(path + ".") for place in places for path in touched
+        )
 
     @property
     def working(self) -> list[str]:
@@ -189,6 +206,8 @@ class TriageResult:
                 all_gaps_listed=raw.get("all_gaps_listed", False),
                 bridged=dict(raw.get("bridged", {})),
                 idle=list(raw.get("idle", [])),
+                miscompiled_in={k: list(v) for k, v in raw.get("miscompiled_in", {}).items()},
+                touched={k: list(v) for k, v in raw.get("touched", {}).items()},
             )
 
         return cls(

@@ -65,7 +65,9 @@ are :class:`~spyre_adapters.enablement.results.Category` values, also never rena
            "criterion"} | null, "adapters": ["rope-rotation 1.0.0"], "seconds": float,
            "all_gaps_listed": bool,
            "bridged": {"aten.sort.default": 2},   # calls computed by an op bridge
-           "idle": ["bridge-isinf 1.1.0"]}        # op bridges applied that bridged nothing
+           "idle": ["bridge-isinf 1.1.0"],        # op bridges applied that bridged nothing
+           "miscompiled_in": {"rotate-half": ["model.layers.0.self_attn"]},  # gap -> modules
+           "touched": {"rope-rotation 1.0.0": ["model.layers.0.self_attn"]}}  # modules changed
 """
 
 from __future__ import annotations

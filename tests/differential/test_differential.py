@@ -283,3 +283,30 @@ def test_a_decode_step_reuses_the_cache_and_meets_the_pool_regression(spyre: Any
     pooled = run_case(case, built, "2026.08")
     assert pooled.outcome is Outcome.FLAGGED, pooled.detail
     assert pooled.miscompiles == ("mem-pool",)
+
+
+def test_a_miscompile_counts_against_an_adapter_only_where_it_changed_the_model() -> None:
+    """``missed`` needs the miscompile inside a module the adapter touched: an rms-norm that
+    bridges ``fp32-reduce-rows`` in the norms has not missed the same gap in a linear
+    attention's own fp32 sums (Transformers 5.24's LaraMini)."""
+    from spyre_adapters.enablement.results import DeviceRun
+
+    run = DeviceRun(
+        ran=True,
+        miscompiled_in={"fp32-reduce-rows": ["model.layers.0.linear_attn"]},
+        touched={"rms-norm 1.1.0": ["model.layers.0.input_layernorm", "model.norm"]},
+    )
+    assert not run.covers("rms-norm 1.1.0", "fp32-reduce-rows")
+    run.miscompiled_in["fp32-reduce-rows"].append("model.norm")
+    assert run.covers("rms-norm 1.1.0", "fp32-reduce-rows")
+    below = DeviceRun(
+        ran=True,
+        miscompiled_in={"sdpa-strided": ["model.layers.1.self_attn.inner"]},
+        touched={"contiguous-attention 1.1.0": ["model.layers.1.self_attn"]},
+    )
+    assert below.covers("contiguous-attention 1.1.0", "sdpa-strided")
+    # where the places are not known, the adapter is held to its claim
+    assert DeviceRun(ran=True, miscompiled_in={"g": []}).covers("a 1.0.0", "g")
+    assert DeviceRun(ran=True, miscompiled_in={"g": ["m"]}, touched={"a 1.0.0": [""]}).covers(
+        "a 1.0.0", "g"
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from spyre_adapters.contract import ModelEdit
 from spyre_adapters.enablement.device_runs import run_on_device
 from spyre_adapters.enablement.families import BuiltFamily, build_family
 from spyre_adapters.enablement.family_configs import FamilyBuildError
+from spyre_adapters.enablement.results import DeviceRun
+from spyre_adapters.lifecycle import Lifecycle, Status
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 
@@ -35,30 +38,9 @@ def samples_of(manifest: Manifest) -> Path:
 
 
 CAPTURED = [m for m in GENERATED if samples_of(m).is_file()]
-#: The versions whose range holds such a release, with a verified family (one device run each).
-#: Versions generated before the catalogue's corrections from newer evidence (docs/STACK.md §8):
-#: at a release they list, their first family now runs without them (expm1 is a decomposition,
-#: compiled gathers lower) or stops first at a gap the corrections opened (pow-tensor-exponent,
-#: sub-stick-head). Their evidence is out of date until they are regenerated
-#: (`.ci/generate_bridges.py`); strict, so a regenerated version that holds again fails here
-#: until it is taken off this list.
-STALE_EVIDENCE = {
-    "bridge-expm1 1.0.0",
-    "bridge-gather 1.0.0",
-    "bridge-grid-sampler-2d 1.0.0",
-    "bridge-linalg-solve-triangular 1.0.0",
-    "bridge-upsample-bicubic2d 1.0.0",
-    "bridge-upsample-nearest2d 1.0.0",
-}
+#: The versions whose range holds such a release, with a verified family.
 ON_DEVICE = [
-    pytest.param(
-        m,
-        marks=pytest.mark.xfail(
-            strict=True, reason="evidence predates the catalogue corrections; regenerate"
-        ),
-    )
-    if m.label in STALE_EVIDENCE
-    else m
+    m
     for m in GENERATED
     if m.families and any(r in VERIFIED_AT for r in m.bridges[0].releases) and m not in CAPTURED
 ]
@@ -73,8 +55,8 @@ def test_generated_bridges_are_counted_apart_and_hand_written_ones_stay_few() ->
         assert manifest.order == 300
 
 
-def first_family(manifest: Manifest) -> BuiltFamily:
-    """The first family the manifest lists that the installed Transformers builds (the
+def listed_families(manifest: Manifest) -> Iterator[BuiltFamily]:
+    """The families the manifest lists that the installed Transformers builds, in order (the
     families were verified with another Transformers release than the tests may run with)."""
     from transformers import CONFIG_MAPPING
 
@@ -82,9 +64,15 @@ def first_family(manifest: Manifest) -> BuiltFamily:
         if family not in CONFIG_MAPPING:
             continue
         try:
-            return build_family(family)
+            yield build_family(family)
         except FamilyBuildError:
             continue
+
+
+def first_family(manifest: Manifest) -> BuiltFamily:
+    """The first of :func:`listed_families`."""
+    for built in listed_families(manifest):
+        return built
     pytest.skip(f"no family {manifest.label} lists builds with the installed Transformers")
 
 
@@ -117,27 +105,105 @@ def _only(manifest: Manifest) -> Registry:
 
 @pytest.mark.parametrize("manifest", ON_DEVICE, ids=lambda m: m.label)
 def test_its_family_runs_with_it_on_the_device_and_stops_without_it(manifest: Manifest) -> None:
+    """At a release its evidence names (the generator ran 2026.05 and 2026.09) where the
+    catalogue still refuses the op, a family it lists reaches the op, runs and matches the CPU
+    with it, and stops at the op without it. Where the catalogue lowers the op now (a
+    correction from newer evidence), the lifecycle retires it there, and the family runs
+    without it: the retirement is proved as ``audit --verify`` proves it."""
+    import spyre_sim
+
     (bridge,) = manifest.bridges
-    built = first_family(manifest)
-    # the families were verified at the releases the generator ran (2026.05, 2026.09)
     tried = [r for r in reversed(bridge.releases) if r in VERIFIED_AT]
     assert tried, bridge.releases
+    lifecycle = Lifecycle(_only(manifest))
+    needed = [r for r in tried if manifest.open_gaps(spyre_sim.resolve_stack(r))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for release in tried:
-            kept = run_on_device(
-                built, release, adapters=True, registry=_only(manifest), list_all_gaps=False
+        if not needed:
+            for release in tried:
+                assert lifecycle.status_of(manifest, release).status is Status.RETIRED
+            gone = run_on_device(
+                first_family(manifest),
+                tried[0],
+                adapters=True,
+                registry=_without(manifest.name),
+                list_all_gaps=False,
             )
-            if kept.ok:
-                break
-        assert kept.ok, (release, kept.error, kept.comparison)
-        assert f"{manifest.name} {manifest.version}" in kept.adapters
+            assert gone.ok, (tried[0], gone.error, gone.comparison)
+            return
+        seen = []
+        for built in listed_families(manifest):
+            if not reaches(built, bridge.op):
+                seen.append(f"{built.model_type}: its CPU forward does not call {bridge.op}")
+                continue
+            for release in needed:
+                kept = run_on_device(
+                    built, release, adapters=True, registry=_only(manifest), list_all_gaps=False
+                )
+                seen.append(f"{built.model_type} at {release}: {_outcome(kept)}")
+                if kept.ok and kept.bridged.get(bridge.op):
+                    break
+            else:
+                continue
+            break
+        else:
+            if not any("does not call" not in line for line in seen):
+                # verified with another Transformers release, whose models call the op
+                pytest.skip(
+                    f"with the installed Transformers no family {manifest.label} lists calls "
+                    f"{bridge.op}: " + "; ".join(seen)
+                )
+            pytest.fail(
+                f"no family {manifest.label} lists reaches {bridge.op} and matches the CPU with "
+                "it: " + "; ".join(seen)
+            )
+        assert manifest.label in kept.working
         gone = run_on_device(
             built, release, adapters=True, registry=_without(manifest.name), list_all_gaps=False
         )
     assert not gone.ran
     assert gone.error is not None
     assert gone.error.op == bridge.op
+
+
+def reaches(built: BuiltFamily, op: str) -> bool:
+    """Whether the family's forward on the CPU calls ``op`` (an overload name), in fp32 or
+    in fp16 as the device runs it (T5 checks ``isinf`` only in fp16)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from spyre_adapters.library.op_bridge import op_name
+
+    called = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if op_name(func) == op:
+                called.append(func)
+            return func(*args, **(kwargs or {}))
+
+    def as_built() -> torch.nn.Module:
+        return built.model
+
+    def in_half() -> torch.nn.Module:
+        return copy.deepcopy(built.model).half()
+
+    for make in (as_built, in_half):
+        try:
+            with Watch(), torch.no_grad():
+                built.run(make())
+        except Exception:  # an op the CPU has no fp16 kernel for: the device run will tell
+            continue
+        if called:
+            return True
+    return False
+
+
+def _outcome(run: DeviceRun) -> str:
+    if run.error is not None:
+        return f"stopped at {run.error.op} ({run.error.gap})"
+    if run.comparison is not None and not run.comparison.matches:
+        return f"mismatch (cosine {run.comparison.cosine:.4f})"
+    return "matched, the op not reached" if run.ok else "did not run"
 
 
 @pytest.mark.parametrize("manifest", CAPTURED, ids=lambda m: m.label)

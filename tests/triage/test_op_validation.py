@@ -3,6 +3,8 @@ and the variants of other shapes and dtypes."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -72,6 +74,24 @@ def test_integer_results_must_be_exact_and_floats_within_the_tolerance() -> None
     assert _differ(ref, ref * (1 + 4 * TOLERANCE)) is not None
     assert _differ((ref, torch.tensor([0])), (ref,)) is not None
     assert _differ(torch.tensor([float("nan")]), torch.tensor([float("nan")])) is None
+
+
+def test_a_nan_result_moved_back_from_the_host_may_read_back_as_minus_inf() -> None:
+    """A host bridge's NaN result enters the device and reads back as -inf (``nan-entry``):
+    that is the transfer, not the candidate. Any other value in its place is a mismatch."""
+    from spyre_adapters.enablement.op_validation import _differ
+
+    nan = torch.tensor([1.0, float("nan")], dtype=torch.float16)
+    assert _differ(nan, torch.tensor([1.0, -math.inf], dtype=torch.float16)) is None
+    assert _differ(nan, torch.tensor([1.0, math.inf], dtype=torch.float16)) is not None
+    assert _differ(nan, torch.tensor([1.0, 0.0], dtype=torch.float16)) is not None
+    minus_inf = torch.tensor([-math.inf], dtype=torch.float16)
+    assert _differ(minus_inf, torch.tensor([float("nan")], dtype=torch.float16)) is not None
+
+    # end to end: a host candidate whose result is NaN (0 / 0) moved back to the device
+    x = torch.tensor([[0.0, 1.0]], dtype=torch.float16)
+    verdict = validate(A.div.Tensor, "host", [captured(x, x)], R)
+    assert verdict.holds, verdict.reason
 
 
 def test_a_captured_call_the_cpu_kernel_refuses_rejects_the_candidate() -> None:
