@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     captures = _captures(args.samples or [])
+    if captures is not None and args.op:
+        captures = {op: found for op, found in captures.items() if op in args.op}
     if args.load:
         rows, samples = _load(args.load)
         return write(rows, _only(samples, args.op), dry_run=args.dry_run, captures=captures)
