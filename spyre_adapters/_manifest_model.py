@@ -119,7 +119,7 @@ class Manifest:
     def open_gaps(self, release: Any) -> tuple[str, ...]:
         """The gaps of this adapter that are open at ``release`` (a release object with
         ``gap_open``). For an adapter with bridges, a gap counts as open only while some op
-        bridged for it does not lower at the release (see the module docstring)."""
+        bridged for it does not lower at the release (see :mod:`spyre_adapters.manifest`)."""
         gaps = [g for g in self.gaps if release.gap_open(g)]
         if not self.bridges:
             return tuple(gaps)

@@ -278,7 +278,7 @@ def _bridges(
     stacks: SpecifierSet | None,
     catalogue: CatalogueLike,
 ) -> tuple[Bridge, ...]:
-    """The ``[bridges."<op>"]`` tables, each checked (see the module docstring)."""
+    """The ``[bridges."<op>"]`` tables, each checked (see :mod:`spyre_adapters.manifest`)."""
     if "bridges" not in data:
         return ()
     tables = data["bridges"]
