@@ -1,7 +1,7 @@
 """The full enablement sweep as a separately runnable job, with its timing.
 
 Runs ``spyre_adapters.enablement.sweep.run_sweep`` (isolated workers, one per family, ``--jobs`` at a time)
-and writes ``OUT/sweep.json`` (schema in ``spyre_adapters/enablement/sweep.py``), ``OUT/sweep.html``,
+and writes ``OUT/sweep.json`` (schema in ``spyre_adapters/enablement/_sweep_report.py``), ``OUT/sweep.html``,
 ``OUT/results.jsonl`` (one line per result, as it arrives) and prints, per release, the number
 of model types that are ``native`` or ``adapted``, the wall time and the mean seconds per
 (family, release).

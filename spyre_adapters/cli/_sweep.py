@@ -5,7 +5,7 @@ Transformers with a base model, at every built-in release), each family in its o
 process with a time limit, ``--jobs`` at a time, with a progress bar on stderr. Families that
 do not build from their config are reported as ``build-failed`` / ``reference-failed`` and left
 out of the coverage denominators (``built``). Categories and the JSON schema are documented in
-:mod:`spyre_adapters.enablement.sweep`.
+:mod:`spyre_adapters.enablement._sweep_report`.
 
 Next to the terminal tables, every sweep saves its full results, since a sweep takes minutes
 to hours and the tables keep only the verdicts: ``--out DIR`` (default ``sweep-out``) gets

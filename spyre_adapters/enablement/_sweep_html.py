@@ -100,7 +100,7 @@ def _chart(releases: list[str], summary: Mapping[str, Mapping[str, int]]) -> str
 
 
 def render(document: Mapping[str, Any]) -> str:
-    """The HTML page for a sweep JSON document (schema of :mod:`spyre_adapters.enablement.sweep`)."""
+    """The HTML page for a sweep JSON document (schema of :mod:`spyre_adapters.enablement._sweep_report`)."""
     releases: list[str] = list(document["releases"])
     families: list[str] = list(document["families"])
     summary: Mapping[str, Mapping[str, int]] = document["summary"]

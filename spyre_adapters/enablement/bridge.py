@@ -27,23 +27,32 @@ Installed generated bridges the family reaches are re-validated on the family's 
 
 :func:`write_builtin` and :func:`write_package` turn the bridged ops into generated adapters
 (:mod:`spyre_adapters.enablement.generation`): one adapter per op, named ``bridge-<op>``.
+
+The results are in :mod:`spyre_adapters.enablement._bridge_results`, the work on one op's
+candidates in :mod:`spyre_adapters.enablement._bridge_candidates`; this module runs the loop
+and re-exports their public names.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from torch._ops import OpOverload
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from spyre_adapters.agreement import facts
+from spyre_adapters.enablement._bridge_candidates import (
+    Capture,
+    choose_candidate,
+    installed_bridges,
+    refuses,
+)
+from spyre_adapters.enablement._bridge_results import BridgedOp, BridgeResult, Unbridged
 from spyre_adapters.enablement.device_runs import run_on_device, step_past
-from spyre_adapters.enablement.op_validation import Sample, Verdict, sample_of, validate, variants
+from spyre_adapters.enablement.op_validation import Sample, sample_of, validate
 from spyre_adapters.enablement.results import DeviceRun, RunError
-from spyre_adapters.library.op_bridge import OpBridge, available, observe, op_name, resolve_op
+from spyre_adapters.library.op_bridge import OpBridge, observe, op_name, resolve_op
 
 if TYPE_CHECKING:
     from spyre_adapters.enablement.families import BuiltFamily
@@ -66,223 +75,6 @@ __all__ = [
 
 #: At most this many ops are bridged or stepped past in one call.
 MAX_ROUNDS = 24
-
-
-@dataclass(frozen=True)
-class BridgedOp:
-    """An op that stopped the family, and the candidate that bridges it.
-
-    ``adapter`` is the installed generated adapter that already bridged it (re-validated on
-    this family's arguments), or ``None`` for an op bridged here; ``verdicts`` are the
-    candidates tried, in order, the last one the one kept; ``samples`` the signatures of the
-    captured arguments.
-    """
-
-    op: str
-    gap: str
-    module_path: str | None
-    candidate: str
-    verdicts: tuple[Verdict, ...]
-    samples: tuple[str, ...]
-    adapter: str | None = None
-    captured: tuple[Sample, ...] = field(default=(), compare=False, repr=False)
-
-    @property
-    def holds(self) -> bool:
-        return bool(self.verdicts) and self.verdicts[-1].holds
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "op": self.op,
-            "gap": self.gap,
-            "module_path": self.module_path,
-            "candidate": self.candidate,
-            "adapter": self.adapter,
-            "holds": self.holds,
-            "samples": list(self.samples),
-            "verdicts": [v.to_json() for v in self.verdicts],
-        }
-
-
-@dataclass(frozen=True)
-class Unbridged:
-    """What stopped the family and could not be bridged. ``why``: ``layout`` (a layout rule:
-    adapters that change the model's layout, not an op's form, answer it), ``view`` (the op
-    returns a view: another form would be a copy), ``outside-model-scope`` (the op ran in the
-    harness), ``not-an-op-call`` (a storage rule met while moving a tensor), ``no-candidate``
-    (every candidate failed: ``verdicts`` says how), ``device-error`` (not a lowering error)."""
-
-    gap: str | None
-    op: str | None
-    module_path: str | None
-    why: str
-    detail: str
-    verdicts: tuple[Verdict, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "gap": self.gap,
-            "op": self.op,
-            "module_path": self.module_path,
-            "why": self.why,
-            "detail": self.detail,
-            "verdicts": [v.to_json() for v in self.verdicts],
-        }
-
-
-@dataclass
-class BridgeResult:
-    """The outcome of :func:`bridge_family` for one family at one release.
-
-    ``outcome``: ``bridged`` (runs and matches the CPU with the bridges kept here),
-    ``runs`` (runs and matches the CPU with what is installed: nothing new to bridge),
-    ``mismatch`` (runs with the bridges but does not match the CPU), ``unbridged`` (something
-    could not be bridged: see ``unbridged``), ``reuse-failed`` (an installed bridge does not
-    hold on this family's arguments).
-    """
-
-    family: str
-    release: str
-    preset: str
-    outcome: str
-    detail: str
-    bridged: list[BridgedOp] = field(default_factory=list)
-    unbridged: list[Unbridged] = field(default_factory=list)
-    run: DeviceRun | None = None
-    rounds: int = 0
-    seconds: float = 0.0
-
-    @property
-    def table(self) -> dict[str, str]:
-        """The ops bridged here (not the installed ones) and their candidates."""
-        return {b.op: b.candidate for b in self.bridged if b.adapter is None}
-
-    @property
-    def enabled(self) -> bool:
-        return self.outcome in ("bridged", "runs")
-
-    def to_json(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        run = None if self.run is None else asdict(self.run)
-        return {
-            "family": self.family,
-            "release": self.release,
-            "preset": self.preset,
-            "outcome": self.outcome,
-            "enabled": self.enabled,
-            "detail": self.detail,
-            "table": self.table,
-            "bridged": [b.to_json() for b in self.bridged],
-            "unbridged": [u.to_json() for u in self.unbridged],
-            "run": run,
-            "rounds": self.rounds,
-            "seconds": round(self.seconds, 3),
-        }
-
-
-# -- capture -----------------------------------------------------------------------------------
-
-
-class _Capture(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Records the arguments of the first call of each op that raises a lowering error, and
-    whether it was issued inside the model scope."""
-
-    def __init__(self, family: str) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.family = family
-        self.failed: dict[str, tuple[Sample, bool]] = {}
-
-    def __torch_dispatch__(
-        self,
-        func: OpOverload,
-        types: Any,
-        args: Sequence[Any] = (),
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> Any:
-        from spyre_sim import in_model_scope
-        from spyre_sim.errors import SpyreLoweringError
-
-        try:
-            return func(*args, **(kwargs or {}))
-        except SpyreLoweringError as error:
-            name = op_name(func)
-            if error.op == name and name not in self.failed:
-                where = error.module_path or "the model"
-                sample = sample_of(args, kwargs or {}, f"captured in {self.family} ({where})")
-                self.failed[name] = (sample, in_model_scope())
-            raise
-
-
-def installed_bridges(registry: Registry, release: Release) -> dict[str, tuple[str, str]]:
-    """Op -> (adapter name, candidate) of the generated bridges the lifecycle applies at
-    ``release``."""
-    from spyre_adapters.lifecycle import Lifecycle
-
-    found: dict[str, tuple[str, str]] = {}
-    for manifest in Lifecycle(registry).resolve(release):
-        for bridge in manifest.bridges:
-            found.setdefault(bridge.op, (manifest.name, bridge.candidate))
-    return found
-
-
-def refuses(
-    op: OpOverload, samples: Sequence[Sample], release: Release, *, layout_checks: bool = True
-) -> bool:
-    """Whether ``release`` refuses ``op`` itself on one of the captured ``samples`` (a lowering
-    error naming the op that is not a layout rule): where it does not, no bridge is needed."""
-    import warnings
-
-    from torch.utils._pytree import tree_map
-
-    import spyre_sim
-    from spyre_sim.errors import SpyreLayoutError, SpyreLoweringError
-
-    def to_device(value: Any) -> Any:
-        return value.to("spyre") if hasattr(value, "to") and hasattr(value, "dtype") else value
-
-    for sample in samples:
-        with (
-            warnings.catch_warnings(),
-            spyre_sim.use_stack(release),
-            spyre_sim.configure(layout_checks=layout_checks, judge_harness=False),
-        ):
-            warnings.simplefilter("ignore")
-            try:
-                args, kwargs = tree_map(to_device, (list(sample.args), dict(sample.kwargs)))
-                with spyre_sim.model_scope():
-                    op(*args, **kwargs)
-            except SpyreLayoutError:
-                continue
-            except SpyreLoweringError as error:
-                if error.op == op_name(op):
-                    return True
-            except Exception:  # the device cannot hold the inputs, or the kernel refuses
-                continue
-    return False
-
-
-def choose_candidate(
-    op: OpOverload,
-    samples: Sequence[Sample],
-    release: Release,
-    *,
-    layout_checks: bool = True,
-    only: Sequence[str] | None = None,
-) -> list[Verdict]:
-    """Validate the candidates of ``op`` in order on ``samples`` plus variants of the first
-    one, up to the first that holds. Returns every verdict (the last holds, if any did)."""
-    from spyre_sim.catalogue import GapState
-
-    bf16 = release.gap_states.get("bf16") is GapState.CLOSED
-    checked = [*samples, *variants(samples[0], bf16=bf16)] if samples else []
-    verdicts = []
-    for kind in only if only is not None else available(op):
-        verdict = validate(op, kind, checked, release, layout_checks=layout_checks)
-        verdicts.append(verdict)
-        if verdict.holds:
-            break
-    return verdicts
 
 
 def _written(op: OpOverload) -> bool:
@@ -323,7 +115,7 @@ def bridge_family(
             observed[name] = sample_of(args, kwargs, f"captured in {family}")
 
     for rounds in range(1, max_rounds + 1):  # noqa: B007  (the count is reported)
-        capture = _Capture(family)
+        capture = Capture(family)
         extra = [("op bridges under validation", OpBridge(table))] if table else []
         run = run_on_device(
             built,
@@ -362,7 +154,7 @@ def bridge_family(
 
 def _handle(
     error: RunError,
-    capture: _Capture,
+    capture: Capture,
     table: dict[str, str],
     target: Release,
     layout_checks: bool,

@@ -178,7 +178,8 @@ class TriageResult:
         return all(v.ok for v in self.variants)
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON-serialisable data (keys documented in :mod:`spyre_adapters.enablement.sweep`)."""
+        """Plain JSON-serialisable data (keys documented in
+        :mod:`spyre_adapters.enablement._sweep_report`)."""
         data = asdict(self)
         data["category"] = self.category.value
         data["enabled"] = self.category.enabled

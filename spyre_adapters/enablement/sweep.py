@@ -13,80 +13,33 @@ with preset ``tester``, or scaled to realistic widths with ``tester-scaled``) an
 model type it yields; a file none of whose testers builds gives one ``build-failed`` row named
 after its folder. The same model type from two files is kept once (the first file).
 
-Results: :class:`SweepReport`, written as JSON (:meth:`SweepReport.to_json`), a terminal table
-(:func:`report_tables`) and an offline HTML page (:func:`write_html`).
-
-JSON schema (``schema_version`` 1; keys are only ever added, never renamed; ``category`` values
-are :class:`~spyre_adapters.enablement.results.Category` values, also never renamed)::
-
-    {
-      "schema_version": 1,
-      "kind": "sweep",
-      "preset": "realistic",             # family sizes: realistic | tiny
-      "layout_checks": true,
-      "releases": ["2026.05", ...],      # swept releases, oldest first
-      "families": ["bert", ...],         # swept model types, sorted
-      "jobs": 2, "timeout": 300.0,       # workers at a time; seconds per (family, release)
-      "wall_seconds": 812.4,             # wall time of the whole sweep
-      "mean_seconds": 1.9,               # mean worker seconds per (family, release)
-      "versions": {"transformers": "5.24.0", "torch": "2.13.0", "spyre_adapters": "..."},
-      "adapters": ["rms-norm", ...],     # registered adapter names
-      "generated": ["bridge-sort", ...], # those of them written by `spyre-adapters bridge`
-      "hand_written": 15,                # registered adapter names that are not generated
-      "testers": null,                   # or the test tree the configs and inputs came from
-      "left_out": [{"family", "category", "detail"}],  # not in the denominator, and why
-      "summary": {
-        "2026.05": {"native": 10, "adapted": 90, ..., # every category, zeros included
-                    "enabled": 100, "built": 380, "total": 400,
-                    "adapted_generated": 30}  # adapted with a generated adapter applied
-      },
-      "top_blockers": [{"gap": "sin-cos", "pairs": 12, "families": ["..."]}],
-      "results": [                       # one per (family, release), sorted
-        {"family": "llama", "release": "2026.05", "preset": "realistic",
-         "category": "adapted", "enabled": true, "detail": "...",
-         "kind": "causal-lm",            # or "base"; null when it did not build
-         "stock":   {run} | null,        # the stock device run
-         "adapted": {run} | null,        # the adapted run (null when stock is native)
-         "bridging": {"sin-cos": ["rope-rotation"]},   # gap -> adapters listing it
-         "blockers": [{gap, op, module_path, count, raised}],
-         "suggestions": {"gap": "TOML manifest skeleton"},
-         "seconds": 1.7,
-         "fit": "preset",               # "depth": built with the family's own widths
-         "variants": [{"preset": "realistic-mqa", "ok": true, "detail": "...",
-                       "miscompiles": []}],  # size variants checked when enabled
-         "variants_ok": true}           # every variant passed (category is unchanged)
-      ]
-    }
-
-    run = {"ran": bool, "error": {"kind": "lowering|prepare|other", "type", "message", "gap",
-           "op", "module_path"} | null, "gaps": [{gap, op, module_path, count, raised}],
-           "fallbacks": {"aten.arange.default": 1}, "miscompiles": ["rotate-half"],
-           "comparison": {"matches", "cosine", "max_abs_error", "top1", "scored",
-           "criterion"} | null, "adapters": ["rope-rotation 1.0.0"], "seconds": float,
-           "all_gaps_listed": bool,
-           "bridged": {"aten.sort.default": 2},   # calls computed by an op bridge
-           "idle": ["bridge-isinf 1.1.0"],        # op bridges applied that bridged nothing
-           "miscompiled_in": {"rotate-half": ["model.layers.0.self_attn"]},  # gap -> modules
-           "touched": {"rope-rotation 1.0.0": ["model.layers.0.self_attn"]}}  # modules changed
+Results: a :class:`SweepReport`, whose JSON document (``schema_version`` 1) is documented in
+:mod:`spyre_adapters.enablement._sweep_report`, shown as terminal tables (:func:`report_tables`)
+and an offline HTML page (:func:`write_html`) by :mod:`spyre_adapters.enablement._sweep_summary`.
+This module runs the sweep and re-exports those names.
 """
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from spyre_adapters.enablement._isolation import Outcome, WorkerPool, run_isolated
+from spyre_adapters.enablement._sweep_report import (
+    DEFAULT_TIMEOUT,
+    SWEEP_SCHEMA_VERSION,
+    SweepReport,
+    load_results,
+)
+from spyre_adapters.enablement._sweep_summary import report_tables, write_html
 from spyre_adapters.enablement.family_configs import REALISTIC, TINY, SizePreset
 from spyre_adapters.enablement.results import Category, TriageResult
-from spyre_adapters.tables import TableData
 
 __all__ = [
     "SWEEP_SCHEMA_VERSION",
@@ -99,10 +52,6 @@ __all__ = [
     "write_html",
 ]
 
-SWEEP_SCHEMA_VERSION = 1
-
-#: Seconds one (family, release) may take in a worker before the worker is killed.
-DEFAULT_TIMEOUT = 300.0
 
 Worker = Callable[[str, list[str], str, bool], list[dict[str, Any]]]
 
@@ -269,149 +218,6 @@ def isolated_triage(
     return [TriageResult(family, r, preset, category, detail, seconds=share) for r in releases]
 
 
-@dataclass
-class SweepReport:
-    """The results of a sweep and how it ran."""
-
-    releases: list[str]
-    families: list[str]
-    preset: str
-    layout_checks: bool
-    results: list[TriageResult] = field(default_factory=list)
-    jobs: int = 1
-    timeout: float = DEFAULT_TIMEOUT
-    wall_seconds: float = 0.0
-    adapters: list[str] = field(default_factory=list)
-    generated: list[str] = field(default_factory=list)
-    testers: str | None = None
-
-    def result(self, family: str, release: str) -> TriageResult | None:
-        for result in self.results:
-            if result.family == family and result.release == release:
-                return result
-        return None
-
-    def summary(self) -> dict[str, dict[str, int]]:
-        """Per release: the count of each category, ``enabled``, ``built`` and ``total``."""
-        out: dict[str, dict[str, int]] = {}
-        for release in self.releases:
-            rows = [r for r in self.results if r.release == release]
-            counts = {c.value: 0 for c in Category}
-            for row in rows:
-                counts[row.category.value] += 1
-            counts["enabled"] = sum(1 for r in rows if r.category.enabled)
-            counts["built"] = sum(1 for r in rows if r.category.built)
-            counts["total"] = len(rows)
-            counts["adapted_generated"] = sum(
-                1 for r in rows if r.category is Category.ADAPTED and self._uses_generated(r)
-            )
-            out[release] = counts
-        return out
-
-    def _uses_generated(self, result: TriageResult) -> bool:
-        """The adapted run needed a generated adapter: one of them bridged a call."""
-        run = result.adapted
-        names = set(self.generated)
-        return run is not None and any(label.split()[0] in names for label in run.working)
-
-    def left_out(self) -> list[dict[str, str]]:
-        """The model types that are not in the denominator (not built at any release), with
-        their category and why, one per type."""
-        built = {r.family for r in self.results if r.category.built}
-        seen: dict[str, dict[str, str]] = {}
-        for result in sorted(self.results, key=lambda r: (r.family, _order(self, r.release))):
-            if result.family in built or result.family in seen:
-                continue
-            seen[result.family] = {
-                "family": result.family,
-                "category": result.category.value,
-                "detail": result.detail,
-            }
-        return list(seen.values())
-
-    def top_blockers(self, limit: int = 15) -> list[dict[str, Any]]:
-        """Gaps that stop (family, release) pairs with no adapter, most frequent first."""
-        pairs: collections.Counter[str] = collections.Counter()
-        families: dict[str, set[str]] = collections.defaultdict(set)
-        for result in self.results:
-            if result.category is not Category.BLOCKED:
-                continue
-            for gap in sorted({h.gap for h in result.blockers if not result.bridging.get(h.gap)}):
-                pairs[gap] += 1
-                families[gap].add(result.family)
-        return [
-            {"gap": gap, "pairs": count, "families": sorted(families[gap])}
-            for gap, count in pairs.most_common(limit)
-        ]
-
-    def mean_seconds(self) -> float:
-        return sum(r.seconds for r in self.results) / len(self.results) if self.results else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        """The documented JSON document (see the module docstring)."""
-        return {
-            "schema_version": SWEEP_SCHEMA_VERSION,
-            "kind": "sweep",
-            "preset": self.preset,
-            "layout_checks": self.layout_checks,
-            "releases": list(self.releases),
-            "families": list(self.families),
-            "jobs": self.jobs,
-            "timeout": self.timeout,
-            "wall_seconds": round(self.wall_seconds, 3),
-            "mean_seconds": round(self.mean_seconds(), 4),
-            "versions": _versions(),
-            "adapters": list(self.adapters),
-            "generated": list(self.generated),
-            "hand_written": len([a for a in self.adapters if a not in set(self.generated)]),
-            "testers": self.testers,
-            "summary": self.summary(),
-            "top_blockers": self.top_blockers(),
-            "left_out": self.left_out(),
-            "results": [
-                r.to_json()
-                for r in sorted(self.results, key=lambda r: (r.family, _order(self, r.release)))
-            ],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SweepReport:
-        if data.get("kind") != "sweep" or data.get("schema_version") != SWEEP_SCHEMA_VERSION:
-            raise ValueError(
-                "not a sweep document of schema_version 1 "
-                f"(got kind={data.get('kind')!r}, schema_version={data.get('schema_version')!r})"
-            )
-        return cls(
-            releases=list(data["releases"]),
-            families=list(data["families"]),
-            preset=data["preset"],
-            layout_checks=data["layout_checks"],
-            results=[TriageResult.from_json(r) for r in data["results"]],
-            jobs=data.get("jobs", 1),
-            timeout=data.get("timeout", DEFAULT_TIMEOUT),
-            wall_seconds=data.get("wall_seconds", 0.0),
-            adapters=list(data.get("adapters", [])),
-            generated=list(data.get("generated", [])),
-            testers=data.get("testers"),
-        )
-
-
-def _order(report: SweepReport, release: str) -> int:
-    return report.releases.index(release) if release in report.releases else len(report.releases)
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for package in ("transformers", "torch", "spyre-adapters"):
-        try:
-            out[package.replace("-", "_")] = version(package)
-        except PackageNotFoundError:
-            out[package.replace("-", "_")] = "unknown"
-    return out
-
-
 def _adapter_names() -> tuple[list[str], list[str]]:
     """Registered adapter names, and those of them that are generated."""
     try:
@@ -572,83 +378,3 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
-
-
-def load_results(directory: Path) -> list[TriageResult]:
-    """Results written one file per (family, release) by the pytest sweep items."""
-    results: list[TriageResult] = []
-    for path in sorted(directory.glob("results/*.json")):
-        results.extend(TriageResult.from_json(item) for item in json.loads(path.read_text("utf-8")))
-    return results
-
-
-def report_tables(report: SweepReport, *, matrix: bool = True) -> list[TableData]:
-    """The terminal tables: the matrix (family x release) and the per-release summary."""
-    tables = []
-    if matrix:
-        grid = TableData(
-            f"Enablement matrix ({report.preset} sizes, layout checks "
-            f"{'on' if report.layout_checks else 'off'})",
-            ["family", *report.releases],
-        )
-        for family in report.families:
-            row = [family]
-            for release in report.releases:
-                result = report.result(family, release)
-                row.append(result.category.value if result is not None else "-")
-            grid.rows.append(row)
-        tables.append(grid)
-    summary = report.summary()
-    table = TableData(
-        "Families per release",
-        [
-            "release",
-            "enabled",
-            "native",
-            "adapted",
-            "blocked",
-            "mismatch",
-            "other",
-            "built",
-            "swept",
-        ],
-        caption=f"wall {report.wall_seconds:.1f} s; mean {report.mean_seconds():.2f} s per "
-        f"(family, release); {report.jobs} workers",
-    )
-    for release in report.releases:
-        counts = summary[release]
-        other = counts["built"] - sum(
-            counts[c] for c in ("native", "adapted", "blocked", "mismatch")
-        )
-        table.rows.append(
-            [
-                release,
-                str(counts["enabled"]),
-                str(counts["native"]),
-                str(counts["adapted"]),
-                str(counts["blocked"]),
-                str(counts["mismatch"]),
-                str(other),
-                str(counts["built"]),
-                str(counts["total"]),
-            ]
-        )
-    tables.append(table)
-    blockers = report.top_blockers()
-    if blockers:
-        gaps = TableData("Gaps without an adapter (blocked pairs)", ["gap", "pairs", "families"])
-        for item in blockers:
-            names = item["families"]
-            shown = ", ".join(names[:8]) + (f" (+{len(names) - 8})" if len(names) > 8 else "")
-            gaps.rows.append([item["gap"], str(item["pairs"]), shown])
-        tables.append(gaps)
-    return tables
-
-
-def write_html(report: SweepReport, path: Path) -> None:
-    """Write the offline HTML page (colour grid + chart of families enabled per release),
-    atomically (:func:`spyre_adapters._outputs.write_text`)."""
-    from spyre_adapters._outputs import write_text
-    from spyre_adapters.enablement._sweep_html import render
-
-    write_text(path, render(report.to_json()))
