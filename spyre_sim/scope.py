@@ -48,11 +48,14 @@ def model_scope() -> Iterator[None]:
     with spyre_sim.model_scope():
         logits = my_decode_loop(model, ids)
     """
-    _state.scope_depth += 1
+    depth = _state.scope_depth
+    _state.scope_depth = depth + 1
     try:
         yield
     finally:
-        _state.scope_depth -= 1
+        # back to the depth at entry, not one less than now: a ``device_state.reset()`` inside
+        # the block must not leave the depth below zero (every op judged inside-out after it)
+        _state.scope_depth = depth
 
 
 def in_model_scope() -> bool:

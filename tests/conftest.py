@@ -70,11 +70,3 @@ def _no_mode_left_active() -> Iterator[None]:
         _pop_mode()
     while torch._C._len_torch_function_stack() > function:
         torch._C._pop_torch_function_stack()
-
-
-@pytest.fixture
-def fresh_device() -> None:
-    """The device as in a fresh process (release, switches, counters, caches of decisions)."""
-    from spyre_sim.state import device_state
-
-    device_state.reset()

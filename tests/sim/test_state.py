@@ -37,6 +37,9 @@ def test_reset_restores_a_fresh_process(spyre: ModuleType) -> None:
         generation = spyre.stack_generation()
         device_state.reset()
         assert device_state.scope_depth == 0  # an interrupted block is left
+    assert device_state.scope_depth == 0  # leaving the block does not take it below zero
+    with spyre.model_scope():
+        assert device_state.scope_depth == 1
     assert spyre.stack_generation() == generation + 1  # decision caches see the change
     assert current_stack() is builtin_catalogue().newest
     assert (settings.numerics, settings.layout_checks, settings.judge_harness) == (True,) * 3

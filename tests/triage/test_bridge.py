@@ -92,7 +92,6 @@ def test_installed_bridges_are_reused_and_revalidated() -> None:
     assert item.holds
 
 
-@pytest.mark.usefixtures("fresh_device")
 def test_generated_versions_validate_as_manifests(hand_written: Registry) -> None:
     import spyre_sim
 
@@ -122,7 +121,6 @@ def test_generated_versions_validate_as_manifests(hand_written: Registry) -> Non
     assert versions[-1].families == ("t5",)
 
 
-@pytest.mark.usefixtures("fresh_device")
 def test_cli_bridge_json_and_the_package_it_writes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

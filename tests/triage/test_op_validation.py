@@ -38,7 +38,6 @@ def test_a_decomposition_that_holds_holds_on_every_variant() -> None:
     ]
 
 
-@pytest.mark.usefixtures("fresh_device")
 def test_a_candidate_that_raises_at_the_release_is_rejected() -> None:
     sample = captured(torch.randn(1, 64, 4, 4).half(), [8, 8], None)
     verdict = validate(A.upsample_nearest2d.vec, "decomposition", [sample], R)
