@@ -21,7 +21,7 @@ from spyre_sim.numerics import round_to_dl16_
 from spyre_sim.settings import settings
 
 if TYPE_CHECKING:
-    from spyre_sim._dispatch import OpInfo
+    from spyre_sim._op_info import OpInfo
 
 #: ``handler(func, info, args, kwargs) -> result`` of a special op
 Handler = Callable[[OpOverload, "OpInfo", Sequence[Any], dict[str, Any]], Any]
