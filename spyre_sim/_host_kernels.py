@@ -97,7 +97,7 @@ def _host_resize_(
     """``resize_`` for a host whose storage NumPy has seen (DL16 rounding runs on a NumPy view,
     and PyTorch then marks the storage as not resizable): a new host holding what ``resize_``
     would keep, the leading elements of the storage from the tensor's offset. The caller makes
-    the device tensor adopt it (see :func:`spyre_sim._dispatch._store_one`)."""
+    the device tensor adopt it (see :func:`spyre_sim._op_results._store_one`)."""
     storage = x.untyped_storage()
     if storage.resizable():
         return _ATEN_RESIZE(x, size, memory_format=memory_format)  # type: ignore[no-any-return]

@@ -22,7 +22,7 @@ from spyre_sim.settings import settings
 from spyre_sim.stack import current_stack
 
 if TYPE_CHECKING:
-    from spyre_sim._dispatch import OpInfo
+    from spyre_sim._op_info import OpInfo
 
 
 class Verdict:

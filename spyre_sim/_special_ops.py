@@ -4,7 +4,8 @@ Transfers (``_to_copy`` to or from another device, ``copy_`` across devices, ``_
 ``lift_fresh``) and scalar reads (``_local_scalar_dense``) move values between host and device:
 they are counted as transfers and checked and stored by :mod:`spyre_sim._storage`. Each handler
 is registered for its ATen packets by :func:`special_op`; the hot path
-(:mod:`spyre_sim._dispatch`) looks the handler up once per overload.
+(:mod:`spyre_sim._dispatch`) looks the handler up once per overload
+(:class:`~spyre_sim._op_info.OpInfo`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from spyre_sim.numerics import round_to_dl16_
 from spyre_sim.settings import settings
 
 if TYPE_CHECKING:
-    from spyre_sim._dispatch import OpInfo
+    from spyre_sim._op_info import OpInfo
 
 #: ``handler(func, info, args, kwargs) -> result`` of a special op
 Handler = Callable[[OpOverload, "OpInfo", Sequence[Any], dict[str, Any]], Any]

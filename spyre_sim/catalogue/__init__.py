@@ -16,7 +16,8 @@ Lookups are plain dict reads: :meth:`Release.op_rule` costs two ``dict.get`` cal
 built-in catalogue is parsed once per process (:func:`builtin_catalogue` is cached).
 
 The package's modules, one concept each: the data model (``_model``), the catalogue and its
-lookups (``_catalogue``), reading one TOML file (``_reader``), loading and merging files
+lookups (``_catalogue``), checking the values of one TOML file (``_reader``), reading the gaps
+file (``_gaps_file``) and a release file (``_release_file``), loading and merging files
 (``_loading``), upstream-version resolution (``_resolution``) and release diffs (``_diff``).
 Import from ``spyre_sim.catalogue``; importing it does not import torch.
 """

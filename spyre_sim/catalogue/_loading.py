@@ -1,7 +1,7 @@
 """Loading the catalogue: the built-in release files, a directory of them, a user release.
 
 Every release file is a delta on its ``base``; loading reads each file
-(:mod:`spyre_sim.catalogue._reader`), checks what spans files (one root release, known bases,
+(:mod:`spyre_sim.catalogue._gaps_file`, :mod:`spyre_sim.catalogue._release_file`), checks what spans files (one root release, known bases,
 no cycles, upstream ranges in order, commits listed once, gap references), and merges the
 deltas so that each :class:`~spyre_sim.catalogue.Release` carries the full picture. Every
 problem of every file is reported at once in one :class:`~spyre_sim.errors.CatalogueError`.
@@ -19,8 +19,10 @@ from pathlib import Path
 from types import MappingProxyType
 
 from spyre_sim.catalogue._catalogue import Catalogue
+from spyre_sim.catalogue._gaps_file import _GAPS_FILE, _GapsFileReader
 from spyre_sim.catalogue._model import Gap, GapState, Release, Upstream
-from spyre_sim.catalogue._reader import _GAPS_FILE, _Delta, _packet_of, _Reader, _show, _show_rule
+from spyre_sim.catalogue._reader import _show
+from spyre_sim.catalogue._release_file import _Delta, _packet_of, _ReleaseFileReader, _show_rule
 from spyre_sim.errors import CatalogueError
 from spyre_sim.problems import Problem
 from spyre_sim.state import device_state
@@ -64,7 +66,7 @@ def load_release_file(
         raw = Path(source).read_bytes()
     except OSError as exc:
         raise CatalogueError([Problem(source, "", f"cannot be read: {exc}")]) from None
-    reader = _Reader(source)
+    reader = _ReleaseFileReader(source)
     delta = reader.release_file(raw)
     if delta is None:
         raise CatalogueError(reader.problems)
@@ -277,15 +279,17 @@ def _load_catalogue(files: list[tuple[str, bytes]]) -> Catalogue:
     deltas: list[_Delta] = []
     gaps_seen = False
     for source, raw in files:
-        reader = _Reader(source)
         if Path(source).name == _GAPS_FILE:
             gaps_seen = True
-            gaps = reader.gaps_file(raw)
+            gaps_reader = _GapsFileReader(source)
+            gaps = gaps_reader.gaps_file(raw)
+            problems.extend(gaps_reader.problems)
         else:
+            reader = _ReleaseFileReader(source)
             delta = reader.release_file(raw)
             if delta is not None:
                 deltas.append(delta)
-        problems.extend(reader.problems)
+            problems.extend(reader.problems)
     if not gaps_seen:
         problems.append(Problem(_GAPS_FILE, "", "the catalogue has no gaps file (got nothing)"))
     if not deltas and not problems:

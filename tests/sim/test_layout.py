@@ -190,3 +190,14 @@ def test_pow_of_an_integer_base_and_with_a_tensor_exponent_fail(spyre: ModuleTyp
     with pytest.raises(spyre.SpyreLoweringError) as scalar_base:
         torch.pow(2.0, x)
     assert scalar_base.value.gap == "pow-tensor-exponent"
+
+
+def test_layout_rules_are_tried_before_capability_rules(spyre: ModuleType) -> None:
+    # the first broken rule decides; the two families live in two modules, which
+    # spyre_sim.layout imports layout rules first
+    from spyre_sim import layout
+
+    families = [r.layout for r in layout.rules()]
+    assert families == sorted(families, reverse=True)
+    assert families.count(True) == 7
+    assert families.count(False) == 8

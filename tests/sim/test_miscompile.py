@@ -241,3 +241,26 @@ def test_broadcast_views_are_no_packed_views(spyre: ModuleType) -> None:
         )
     with spyre.use_stack("2026.09"):
         assert torch.equal(x[1:2, 32:].clone().cpu(), host[1:2, 32:])
+
+
+@pytest.mark.parametrize(
+    ("packet", "gaps"),
+    [
+        ("aten.cat", ("rotate-half", "mem-pool")),
+        ("aten.pow", ("pow-cube", "fp32-reduce-rows")),
+        ("aten.mul", ("fp32-reduce-rows", "scratchpad-placement")),
+        ("aten.div", ("fp32-reduce-rows", "scratchpad-placement")),
+        (
+            "aten.scaled_dot_product_attention",
+            ("sdpa-strided", "sdpa-seq-align", "offset-view-input", "decode-query-layout"),
+        ),
+    ],
+)
+def test_an_ops_reproductions_are_tried_in_a_fixed_order(
+    spyre: ModuleType, packet: str, gaps: tuple[str, ...]
+) -> None:
+    # the first reproduction that changes a result decides, and an op's reproductions come
+    # from several modules: their import order in spyre_sim.miscompile is this order
+    from spyre_sim import miscompile
+
+    assert tuple(m.gap for m in miscompile.miscompiles_for(packet)) == gaps

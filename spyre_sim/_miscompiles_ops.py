@@ -1,0 +1,121 @@
+"""Miscompile reproductions of single ops' results: ``rotate-half`` (the ``neg`` mark and the
+``cat``), ``layernorm-nan``, ``indexed-dim``, ``topk-largest``, ``pow-cube``, and the
+:func:`generic_corruption` of any other gap whose op rule says ``miscompiled``.
+
+What each returns is described in :mod:`spyre_sim.miscompile`; sources for each are in
+``spyre_sim/data/gaps.toml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from spyre_sim._miscompile_registry import host_of as _host
+from spyre_sim._miscompile_registry import register, register_mark
+
+NEAR_CONSTANT_VARIANCE = 1e-6
+"""A LayerNorm row whose biased variance is below this counts as near-constant."""
+
+NEG_SOURCE_ATTR = "_spyre_neg_source"
+"""Attribute set on the output wrapper of ``neg`` (while ``rotate-half`` is miscompiled): the
+host tensor that was negated. Read at ``cat`` to recognise the rotate_half pattern."""
+
+
+@register_mark("rotate-half", "aten.neg")
+def neg_of_a_slice(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, Any] | None:
+    """``neg`` of part of a larger tensor (a slice): its result carries the host tensor that
+    was negated (:data:`NEG_SOURCE_ATTR`), so that ``cat`` can see the rotate_half pattern."""
+    h = getattr(args[0], "_host", None) if args else None  # a device tensor's host
+    if isinstance(h, torch.Tensor) and h.untyped_storage().nbytes() > h.numel() * h.element_size():
+        return NEG_SOURCE_ATTR, h
+    return None
+
+
+@register("rotate-half", "aten.cat")
+def rotate_half_concat(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """``cat([-x2, x1], -1)`` of two fp16 halves of one tensor returns ``cat([x2, -x1], -1)``."""
+    tensors = args[0] if args else kwargs.get("tensors", ())
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if len(tensors) != 2:
+        return None
+    neg, x1 = tensors
+    x2 = getattr(neg, NEG_SOURCE_ATTR, None)
+    h1 = _host(x1)
+    if x2 is None or not isinstance(h1, torch.Tensor) or h1.dtype is not torch.float16:
+        return None
+    if h1.dim() == 0 or dim % h1.dim() != h1.dim() - 1 or x2.shape != h1.shape:
+        return None
+    if x2.untyped_storage().data_ptr() != h1.untyped_storage().data_ptr():
+        return None  # not two halves of one tensor
+    return torch.cat([x2, -h1], dim=-1)
+
+
+@register("layernorm-nan", "aten.native_layer_norm")
+def layer_norm_nan(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """Rows with variance below :data:`NEAR_CONSTANT_VARIANCE` come back as NaN."""
+    result, mean, rstd = out
+    eps = args[4] if len(args) > 4 else kwargs.get("eps", 1e-5)
+    threshold = (NEAR_CONSTANT_VARIANCE + float(eps)) ** -0.5
+    rows = rstd > threshold
+    if not bool(rows.any()):
+        return None
+    result = result.masked_fill(rows, float("nan"))
+    return (result, mean, rstd)
+
+
+@register("indexed-dim", "aten.index_select")
+def indexed_dim_rows(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """``index_select`` along a non-outermost dim returns the rows reversed."""
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if not isinstance(out, torch.Tensor) or out.dim() == 0 or dim % out.dim() == 0:
+        return None
+    return out.flip(dim)
+
+
+def generic_corruption(out: Any) -> Any:
+    """The first stick of the (first) result reads as zero; ``None`` if there is nothing to
+    corrupt."""
+    first = out[0] if isinstance(out, (tuple, list)) else out
+    if not isinstance(first, torch.Tensor) or first.numel() == 0 or first.is_complex():
+        return None
+    wrong = first.clone()
+    wrong.view(-1)[:64] = 0
+    if isinstance(out, (tuple, list)):
+        return type(out)([wrong, *out[1:]])
+    return wrong
+
+
+# --- newer evidence (docs/STACK.md §8) --------------------------------------------------------
+
+
+@register("topk-largest", "aten.topk")
+def topk_largest_dropped(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """``largest=False`` is dropped: the k largest values (and their indices) come back."""
+    largest = args[3] if len(args) > 3 else kwargs.get("largest", True)
+    if largest:
+        return None
+    x = _host(args[0])
+    k = args[1] if len(args) > 1 else kwargs["k"]
+    dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
+    values, indices = torch.topk(x, k, dim=dim, largest=True, sorted=True)
+    return (values, indices)
+
+
+def _exponent(args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    return args[1] if len(args) > 1 else kwargs.get("exponent")
+
+
+@register("pow-cube", "aten.pow")
+def pow_cube_abs4(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """``pow(x, 3)`` returns ``|x| ** 4`` (the sign and the exponent are lost)."""
+    exponent = _exponent(args, kwargs)
+    if isinstance(exponent, bool) or not isinstance(exponent, (int, float)) or exponent != 3:
+        return None
+    x = _host(args[0])
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        return None
+    square = x * x
+    return square * square
