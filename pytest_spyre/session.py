@@ -133,7 +133,9 @@ class DeviceSession:
             self.on_agreement(value)
 
     def _hint(self, error: SpyreLoweringError, model: nn.Module | None) -> None:
-        bridges = bridges_for(model, error.gap, self.release, self.adapters.registry)
+        bridges = bridges_for(
+            model, error.gap, self.release, self.adapters.registry, op=_overload_name(error.op)
+        )
         for bridge in bridges:
             error.add_hint(bridge.describe(error.gap, self.release.name))
         self.bridges[error] = [f"{b.name} {b.version}" for b in bridges]
@@ -143,3 +145,10 @@ def _restore(model: nn.Module) -> None:
     import spyre_adapters
 
     spyre_adapters.restore(model)
+
+
+def _overload_name(op: str | None) -> str | None:
+    """``"aten.add.Tensor"`` for an error's op (``"aten.add"`` reads as ``.default``)."""
+    if not op:
+        return None
+    return op if op.count(".") >= 2 else f"{op}.default"

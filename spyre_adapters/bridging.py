@@ -13,7 +13,9 @@ implementation matches the model, and says where it stands:
   says why: ``out-of-range``, ``retired``, ...).
 
 Adapters whose ``matches`` fails are skipped (a broken adapter is reported where it is
-prepared, not in a hint).
+prepared, not in a hint). A generated op bridge lists a gap for the ops it bridges only: given
+the blocked ``op``, it is named only when it bridges that op (``bridge-nll-loss-forward`` is no
+help for a CTC loss, though both stop at gap ``loss``).
 """
 
 from __future__ import annotations
@@ -67,15 +69,19 @@ def bridges_for(
     gap: str,
     release: str | os.PathLike[str] | ReleaseLike,
     registry: Registry,
+    op: str | None = None,
 ) -> list[Bridge]:
-    """The adapters that bridge ``gap`` for ``model`` at ``release`` (see the module
-    docstring), by name; with no model, none can be said to match."""
+    """The adapters that bridge ``gap`` (met at ``op``, an overload name such as
+    ``"aten.nll_loss_forward.default"``, when known) for ``model`` at ``release`` (see the
+    module docstring), by name; with no model, none can be said to match."""
     if model is None:
         return []
     done = {a.name: str(a.version) for a in applied(model)}
     rows = {row.name: row for row in status_at(registry, release)}
     found: list[Bridge] = []
     for name in sorted({m.name for m in registry.bridging(gap)}):
+        if op is not None and not _bridges_op(registry, name, op):
+            continue
         if name in done:
             found.append(Bridge(name, done[name], "applied", "applied"))
             continue
@@ -90,3 +96,12 @@ def bridges_for(
             state = "available" if row.applied else "not-resolved"
             found.append(Bridge(name, str(row.version), state, row.status.value))
     return found
+
+
+def _bridges_op(registry: Registry, name: str, op: str) -> bool:
+    """Whether adapter ``name`` can bridge a gap met at ``op``: any adapter that is not an op
+    bridge, or an op bridge with a version that bridges ``op``."""
+    versions = registry.versions(name)
+    if not any(m.bridges for m in versions):
+        return True
+    return any(b.op == op for m in versions for b in m.bridges)
