@@ -165,9 +165,23 @@ def _file_digest(path: Path, code_only: bool) -> bytes:
         data = path.read_bytes()
     except OSError:
         return _NO_FILE.encode()
-    if code_only and path.suffix == ".py":
-        data = code_of(data)
-    return hashlib.sha256(data).digest()
+    raw = hashlib.sha256(data).digest()
+    if not (code_only and path.suffix == ".py"):
+        return raw
+    return _code_digest(raw, data)
+
+
+# Parsing is what costs (a lock of 50 built-ins reads their shared modules many times): both
+# memos are keyed by the file's bytes (their sha256), so an edited file is parsed again.
+_CODE_DIGESTS: dict[bytes, bytes] = {}
+_IMPORTS: dict[tuple[bytes, str], tuple[frozenset[str], tuple[str, ...]]] = {}
+
+
+def _code_digest(raw: bytes, data: bytes) -> bytes:
+    found = _CODE_DIGESTS.get(raw)
+    if found is None:
+        found = _CODE_DIGESTS[raw] = hashlib.sha256(code_of(data)).digest()
+    return found
 
 
 def code_of(source: bytes) -> bytes:
@@ -255,8 +269,25 @@ def implementation_sources(module_name: str, path: Path) -> list[tuple[str, Path
 def _imports(source: Path, package: str) -> set[str]:
     """Absolute names of the modules a source file imports (``from X import y`` yields
     ``X.y`` when that is a module and ``X`` otherwise; see :func:`_source_of`)."""
-    tree = ast.parse(source.read_bytes(), filename=str(source))
+    data = source.read_bytes()
+    key = (hashlib.sha256(data).digest(), package)
+    parsed = _IMPORTS.get(key)
+    if parsed is None:
+        parsed = _IMPORTS[key] = _parse_imports(data, source, package)
+    names, own = parsed
+    # whether ``X.y`` is a module is the file system's answer, asked each time
+    return set(names) | {c for c in own if _source_of(c) is not None}
+
+
+def _parse_imports(
+    data: bytes, source: Path, package: str
+) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The imported names that count whatever exists, and the ``from X import y`` candidates
+    ``X.y`` of the own package, which count where they are modules."""
+    tree = ast.parse(data, filename=str(source))
     names: set[str] = set()
+    own: list[str] = []
+    top = package.partition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
@@ -269,11 +300,9 @@ def _imports(source: Path, package: str) -> set[str]:
             candidates = [f"{base}.{alias.name}" for alias in node.names]
             # only the own package's candidates: find_spec imports a candidate's parents
             # (``from transformers.x import y`` would import Transformers)
-            top = package.partition(".")[0]
-            own = [c for c in candidates if c.partition(".")[0] == top]
-            names.update(c for c in own if _source_of(c) is not None)
+            own.extend(c for c in candidates if c.partition(".")[0] == top)
             names.add(base)
-    return names
+    return frozenset(names), tuple(own)
 
 
 def _source_of(module_name: str) -> Path | None:
