@@ -183,7 +183,7 @@ def _fresh(
     """Random values of ``value``'s dtype, in its range, of ``shape``. Integers keep the
     structure of the captured ones: non-decreasing rows (offsets) stay non-decreasing, and
     offsets that end at a size of the call keep ending at that size (``sizes`` maps the
-    captured sizes to the variant's)."""
+    captured sizes to the variant's); other integers are drawn from the captured values."""
     if value.dtype is torch.bool:
         return torch.rand(tuple(shape), generator=generator) < 0.5
     if value.is_floating_point():
@@ -196,11 +196,17 @@ def _fresh(
     if value.is_complex():
         return value.new_zeros(tuple(shape))
     sizes = sizes or {}
+    monotone = value.dim() >= 1 and value.numel() > 1 and bool((value.diff(dim=-1) >= 0).all())
+    if not monotone and value.numel():
+        # indices, class targets and their sentinels (-100 for "ignore"): a value between two
+        # captured ones need not be valid, so the values are drawn from the captured ones
+        seen = value.reshape(-1).to(torch.int64)
+        picks = torch.randint(0, seen.numel(), tuple(shape), generator=generator)
+        return seen[picks].to(value.dtype)
     low = int(value.min()) if value.numel() else 0
     high = int(value.max()) if value.numel() else 1
     high = max(high, sizes.get(high, high))
     out = torch.randint(low, high + 1, tuple(shape), generator=generator)
-    monotone = value.dim() >= 1 and value.numel() > 1 and bool((value.diff(dim=-1) >= 0).all())
     if monotone and out.numel():
         out = out.sort(dim=-1).values
         last = int(value.reshape(-1, value.shape[-1])[0, -1])

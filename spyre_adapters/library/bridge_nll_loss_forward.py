@@ -2,7 +2,7 @@
 
 Bridges ``aten.nll_loss_forward.default`` (gap ``loss``) with the ``host`` candidate of
 :mod:`spyre_adapters.library.op_bridge`, validated on the emulated device against the CPU at
-2025.12, 2026.02, 2026.03, 2026.05 (the evidence is in the manifest). Regenerate it rather than editing it.
+2025.12, 2026.02, 2026.03, 2026.05, 2026.06, 2026.07, 2026.08, 2026.09 (the evidence is in the manifest). Regenerate it rather than editing it.
 """
 
 from __future__ import annotations
