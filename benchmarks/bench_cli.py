@@ -8,6 +8,11 @@ whether the process imported torch or Transformers.
 
     python benchmarks/bench_cli.py                # 5 rounds
     python benchmarks/bench_cli.py --repeat 9 --json
+    python benchmarks/bench_cli.py --no-bytecode  # every import compiled from source
+
+The processes run as an installed package runs: with its bytecode caches (pip compiles a
+wheel's modules on install), written by a warm-up round when missing, even where the calling
+environment sets ``PYTHONDONTWRITEBYTECODE``. ``--no-bytecode`` measures the other case.
 """
 
 from __future__ import annotations
@@ -58,13 +63,16 @@ REFERENCES = {
 }
 
 
+_ENV = {**os.environ, "NO_COLOR": "1"}
+
+
 def _time(code: str) -> tuple[float, str]:
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={**os.environ, "NO_COLOR": "1"},
+        env=_ENV,
         check=False,
     )
     return time.perf_counter() - start, done.stderr
@@ -74,7 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=5, help="rounds (default 5)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--no-bytecode", action="store_true", help="no bytecode caches (PYTHONDONTWRITEBYTECODE)"
+    )
     args = parser.parse_args(argv)
+    if args.no_bytecode:
+        _ENV["PYTHONDONTWRITEBYTECODE"] = "1"
+        _ENV.setdefault("PYTHONPYCACHEPREFIX", tempfile.mkdtemp(prefix="no-pyc-"))
+    else:
+        _ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     with tempfile.TemporaryDirectory() as tmp:
         lock = Path(tmp) / "bench.lock"
         runs = {name: _RUN.format(argv=argv) for name, argv in commands(lock).items()}
@@ -82,14 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[str, list[float]] = {name: [] for name in runs}
         imported: dict[str, tuple[bool, bool]] = {}
         _time(runs["pin"])  # the lock `check` reads; also warms the file cache
+        for code in runs.values():  # writes the bytecode caches an installed package has
+            _time(code)
         for _ in range(args.repeat):
             for name, code in runs.items():
                 seconds, err = _time(code)
                 times[name].append(seconds)
                 for line in err.splitlines():
                     if line.startswith("IMPORTED "):
-                        _, torch, transformers = line.split()
-                        imported[name] = (torch == "True", transformers == "True")
+                        _, has_torch, has_transformers = line.split()
+                        imported[name] = (has_torch == "True", has_transformers == "True")
     torch_median = statistics.median(times["import torch"])
     rows = []
     for name in runs:
@@ -119,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['what']:22} {row['median_s']:9.3f} {row['min_s']:7.3f} "
             f"{row['vs_import_torch']:8.2f}  {flags[0]:5}  {flags[1]:12}  {flags[2]}"
         )
-    print(f"{args.repeat} rounds, each command in a fresh process, round robin")
+    caches = "without bytecode caches" if args.no_bytecode else "with bytecode caches"
+    print(f"{args.repeat} rounds, each command in a fresh process, round robin, {caches}")
     return 0
 
 

@@ -177,24 +177,37 @@ _CODE_DIGESTS: dict[bytes, bytes] = {}
 _IMPORTS: dict[tuple[bytes, str], tuple[frozenset[str], tuple[str, ...]]] = {}
 
 
+_TREES: dict[bytes, ast.Module | None] = {}
+
+
 def _code_digest(raw: bytes, data: bytes) -> bytes:
     found = _CODE_DIGESTS.get(raw)
     if found is None:
-        found = _CODE_DIGESTS[raw] = hashlib.sha256(code_of(data)).digest()
+        found = _CODE_DIGESTS[raw] = hashlib.sha256(code_of(data, _tree(raw, data))).digest()
     return found
 
 
-def code_of(source: bytes) -> bytes:
+def _tree(raw: bytes, data: bytes) -> ast.Module | None:
+    """The parsed source whose bytes hash to ``raw`` (``None`` when it does not parse)."""
+    if raw not in _TREES:
+        try:
+            _TREES[raw] = ast.parse(data)
+        except (SyntaxError, ValueError):
+            _TREES[raw] = None
+    return _TREES[raw]
+
+
+def code_of(source: bytes, tree: ast.Module | None = None) -> bytes:
     """The code of a Python source, without what does not run: docstrings (of the module, its
     classes and functions), comments, trailing spaces and blank lines. Editing prose leaves an
     implementation's hash as it was; any change to a statement changes it. The same on every
     supported Python (only positions and comment tokens are read, both stable). A file that
-    does not parse is its bytes."""
+    does not parse is its bytes. ``tree``: ``source`` already parsed."""
     import io
     import tokenize
 
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(source) if tree is None else tree
         tokens = list(tokenize.tokenize(io.BytesIO(source).readline))
     except (SyntaxError, ValueError, tokenize.TokenError):
         return source
@@ -270,21 +283,21 @@ def _imports(source: Path, package: str) -> set[str]:
     """Absolute names of the modules a source file imports (``from X import y`` yields
     ``X.y`` when that is a module and ``X`` otherwise; see :func:`_source_of`)."""
     data = source.read_bytes()
-    key = (hashlib.sha256(data).digest(), package)
-    parsed = _IMPORTS.get(key)
+    raw = hashlib.sha256(data).digest()
+    parsed = _IMPORTS.get((raw, package))
     if parsed is None:
-        parsed = _IMPORTS[key] = _parse_imports(data, source, package)
+        tree = _tree(raw, data)
+        if tree is None:
+            tree = ast.parse(data, filename=str(source))  # raises the SyntaxError, with the file
+        parsed = _IMPORTS[(raw, package)] = _parse_imports(tree, package)
     names, own = parsed
     # whether ``X.y`` is a module is the file system's answer, asked each time
     return set(names) | {c for c in own if _source_of(c) is not None}
 
 
-def _parse_imports(
-    data: bytes, source: Path, package: str
-) -> tuple[frozenset[str], tuple[str, ...]]:
+def _parse_imports(tree: ast.Module, package: str) -> tuple[frozenset[str], tuple[str, ...]]:
     """The imported names that count whatever exists, and the ``from X import y`` candidates
     ``X.y`` of the own package, which count where they are modules."""
-    tree = ast.parse(data, filename=str(source))
     names: set[str] = set()
     own: list[str] = []
     top = package.partition(".")[0]

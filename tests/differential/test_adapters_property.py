@@ -43,7 +43,18 @@ FAMILIES = {name: fams for name, fams in adapter_families(REGISTRY).items() if f
 RELEASES = {name: applied_releases(REGISTRY, name, _releases()) for name in FAMILIES}
 
 
-@pytest.mark.parametrize("adapter", sorted(FAMILIES))
+#: Generated op bridges change one op, validated on its captured and varied inputs at every
+#: release (``tests/library/test_generated_bridges.py``); their families are whole vision,
+#: MoE and state-space models at eight releases each. Drawn here only in the slow run
+#: (``pytest -m slow``; the campaign draws them too), so the default suite stays in its time.
+GENERATED = {m.name for m in REGISTRY.manifests() if m.generated}
+ADAPTERS = [
+    pytest.param(name, marks=pytest.mark.slow) if name in GENERATED else name
+    for name in sorted(FAMILIES)
+]
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
 @settings(
     max_examples=EXAMPLES_PER_ADAPTER,
     deadline=None,
