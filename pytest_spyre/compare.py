@@ -46,7 +46,12 @@ def agreement(model: str, device: torch.Tensor, reference: torch.Tensor, logits:
 
 def _to_host(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu")
+        host = value.detach().to("cpu")
+        if value.device.type != "cpu" and host.dtype is torch.int32:
+            # the device stores int64 as int32; the CPU reference gets the int64 a CPU run
+            # has (its loss kernels refuse int32 targets)
+            return host.to(torch.int64)
+        return host
     if isinstance(value, (list, tuple)):
         return type(value)(_to_host(v) for v in value)
     if isinstance(value, dict):

@@ -237,7 +237,10 @@ class TestRecorder:
         stop = _training_stop(exc)
         if stop is not None:
             rec.inference_only = True
-            if report.failed:  # not raised by the guard: a training forward stopped by a gap
+            if report.failed or report.skipped:
+                # failed: not raised by the guard (a training forward stopped by a gap);
+                # skipped: raised by the guard, which a unittest-style test reports where it
+                # was raised, with the exception's class. Both say it at the test, plainly.
                 report.outcome = "skipped"
                 report.longrepr = (str(item.path), item.location[1] or 0,
                                    str(InferenceOnlySkip(stop).msg))  # fmt: skip

@@ -22,7 +22,8 @@ from spyre_adapters.contract import Adapter, ModelEdit
 
 def _builtins() -> list[tuple[str, Adapter]]:
     found: list[tuple[int, str, Adapter]] = []
-    for folder in sorted(p for p in MANIFESTS.iterdir() if p.is_dir()):
+    # an adapter is a folder of version manifests (not, e.g., a __pycache__)
+    for folder in sorted(p for p in MANIFESTS.iterdir() if p.is_dir() and any(p.glob("*.toml"))):
         data = manifest(folder.name)
         module, _, name = data["entry_point"].partition(":")
         found.append(
