@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from spyre_adapters._lock_model import Lock, PinnedAdapter, lock_release, manifest_sha256
 from spyre_adapters.errors import LockError, Problem, UnknownAdapterError
-from spyre_adapters.implementation import implementation_sha256, provider
+from spyre_adapters.implementation import implementation_sha256, one_installation, provider
 from spyre_adapters.lifecycle import Lifecycle
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
@@ -61,12 +61,13 @@ def check_lock(
     catalogue does not know is a :class:`LockError` naming the lock file."""
     findings: list[LockFinding] = []
     specs = sorted(lock.entries) if releases is None else list(releases)
-    for spec in specs:
-        if releases is None:
-            release = lock_release(lock, Lifecycle(registry), spec)
-        else:
-            release = Lifecycle(registry).release(spec)
-        findings.extend(_check_entry(lock, registry, release))
+    with one_installation():
+        for spec in specs:
+            if releases is None:
+                release = lock_release(lock, Lifecycle(registry), spec)
+            else:
+                release = Lifecycle(registry).release(spec)
+            findings.extend(_check_entry(lock, registry, release))
     return findings
 
 

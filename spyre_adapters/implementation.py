@@ -29,11 +29,14 @@ registered the manifest.
 from __future__ import annotations
 
 import ast
+import contextlib
+import contextvars
 import functools
 import hashlib
 import importlib.metadata
 import importlib.util
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,9 +97,36 @@ def _packages(path: tuple[str, ...]) -> dict[str, list[str]]:
     return dict(importlib.metadata.packages_distributions())
 
 
+_LOOKUPS: contextvars.ContextVar[dict[str, importlib.metadata.Distribution | None] | None] = (
+    contextvars.ContextVar("spyre_adapters_distribution_lookups", default=None)
+)
+
+
+@contextlib.contextmanager
+def one_installation() -> Iterator[None]:
+    """Inside the block the installed distributions are taken not to change: which one
+    provides a top-level package is looked up once (``pin`` and ``check`` of a lock of 50
+    built-ins asked it 50 times). Outside, every call looks again (an install in between is
+    seen)."""
+    token = _LOOKUPS.set({} if _LOOKUPS.get() is None else _LOOKUPS.get())
+    try:
+        yield
+    finally:
+        _LOOKUPS.reset(token)
+
+
 def _distribution_of(module_name: str) -> importlib.metadata.Distribution | None:
     """The installed distribution that provides ``module_name``'s top-level package."""
     top = module_name.partition(".")[0]
+    memo = _LOOKUPS.get()
+    if memo is None:
+        return _look_up_distribution(top)
+    if top not in memo:
+        memo[top] = _look_up_distribution(top)
+    return memo[top]
+
+
+def _look_up_distribution(top: str) -> importlib.metadata.Distribution | None:
     try:
         dist = importlib.metadata.distribution(top)  # names normalise: spyre_adapters
     except importlib.metadata.PackageNotFoundError:

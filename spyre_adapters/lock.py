@@ -79,6 +79,7 @@ from spyre_adapters.errors import UnknownAdapterError
 from spyre_adapters.implementation import (
     implementation_sha256,
     implementation_sources,
+    one_installation,
     provider,
 )
 from spyre_adapters.lifecycle import Lifecycle
@@ -144,9 +145,10 @@ def pin(
     entry written (other releases kept)."""
     lifecycle = Lifecycle(registry, auto_retire=auto_retire)
     release = lifecycle.release(stack)
-    adapters = tuple(
-        _pinned(m, registry) for m in sorted(lifecycle.resolve(release), key=lambda m: m.name)
-    )
+    with one_installation():
+        adapters = tuple(
+            _pinned(m, registry) for m in sorted(lifecycle.resolve(release), key=lambda m: m.name)
+        )
     entry = LockEntry(release.name, auto_retire, adapters)
     return (lock or Lock()).with_entry(entry)
 
