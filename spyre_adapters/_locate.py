@@ -11,8 +11,9 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import sys
+from pathlib import Path
 
-__all__ = ["locate_module"]
+__all__ = ["locate_module", "module_file"]
 
 
 def locate_module(module_name: str) -> importlib.machinery.ModuleSpec | None:
@@ -32,3 +33,16 @@ def locate_module(module_name: str) -> importlib.machinery.ModuleSpec | None:
         return importlib.machinery.PathFinder.find_spec(module_name, list(locations))
     except (ImportError, ValueError):
         return None
+
+
+def module_file(module_name: str) -> Path | None:
+    """The source file of ``module_name`` (a loaded module's ``__file__``, else its spec's
+    origin), when it is a file."""
+    module = sys.modules.get(module_name)
+    origin = getattr(module, "__file__", None) if module is not None else None
+    if origin is None:
+        spec = locate_module(module_name)
+        origin = spec.origin if spec is not None else None
+    if origin is None or not Path(origin).is_file():
+        return None
+    return Path(origin)

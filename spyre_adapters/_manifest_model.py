@@ -9,7 +9,6 @@ Built by the validation of :mod:`spyre_adapters._manifest_parse` (or in code); r
 from __future__ import annotations
 
 import enum
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from spyre_adapters._entry_points import import_entry_point
-from spyre_adapters._locate import locate_module
+from spyre_adapters._locate import module_file
 
 __all__ = [
     "BRIDGE_CANDIDATES",
@@ -150,12 +149,4 @@ class Manifest:
 
     def implementation_file(self) -> Path | None:
         """The source file of the entry point's module, when it has one."""
-        module_name = self.entry_point.partition(":")[0]
-        module = sys.modules.get(module_name)
-        origin = getattr(module, "__file__", None) if module is not None else None
-        if origin is None:
-            spec = locate_module(module_name)
-            origin = spec.origin if spec is not None else None
-        if origin is None or not Path(origin).is_file():
-            return None
-        return Path(origin)
+        return module_file(self.entry_point.partition(":")[0])

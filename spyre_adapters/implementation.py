@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from spyre_adapters._locate import locate_module
+from spyre_adapters._locate import locate_module, module_file
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 
@@ -72,17 +72,6 @@ class Distribution:
 
 def _module_name(manifest: Manifest) -> str:
     return manifest.entry_point.partition(":")[0]
-
-
-def _origin(module_name: str) -> Path | None:
-    module = sys.modules.get(module_name)
-    origin = getattr(module, "__file__", None) if module is not None else None
-    if origin is None:
-        spec = locate_module(module_name)
-        origin = spec.origin if spec is not None else None
-    if origin is None or not Path(origin).is_file():
-        return None
-    return Path(origin)
 
 
 def _provides(dist: importlib.metadata.Distribution, top: str) -> bool:
@@ -178,7 +167,7 @@ def implementation_files(manifest: Manifest) -> list[tuple[str, Path]]:
     """``(label, file)`` of every file hashed for ``manifest``'s implementation, sorted: RECORD
     paths for a distribution's files, module names for source files (module docstring)."""
     module_name = _module_name(manifest)
-    origin = _origin(module_name)
+    origin = module_file(module_name)
     if origin is None:
         return []
     if module_name.partition(".")[0] != BUILTIN_PACKAGE:
