@@ -35,6 +35,7 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ __all__ = [
     "Distribution",
     "implementation_files",
     "code_of",
+    "comment_spans",
     "implementation_sha256",
     "implementation_sources",
     "provider",
@@ -216,37 +218,85 @@ def _tree(raw: bytes, data: bytes) -> ast.Module | None:
     return _TREES[raw]
 
 
-def code_of(source: bytes, tree: ast.Module | None = None) -> bytes:
-    """The code of a Python source, without what does not run: docstrings (of the module, its
-    classes and functions), comments, trailing spaces and blank lines. Editing prose leaves an
-    implementation's hash as it was; any change to a statement changes it. The same on every
-    supported Python (only positions and comment tokens are read, both stable). A file that
-    does not parse is its bytes. ``tree``: ``source`` already parsed."""
-    import io
-    import tokenize
+# Strings and comments of valid Python source, leftmost first: a ``#`` inside a string is not
+# a comment, a quote inside a comment starts no string. Prefixes (r, b, f, u) need no case of
+# their own: a backslash escapes the next character for where a string ends, raw or not.
+_STRINGS_AND_COMMENTS = re.compile(
+    "|".join(
+        (
+            r'"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""',
+            r"'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''",
+            r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"',
+            r"'[^'\\\n]*(?:\\.[^'\\\n]*)*'",
+            r"(?P<comment>#[^\r\n]*)",
+        )
+    ),
+    re.DOTALL,
+)
 
-    try:
-        tree = ast.parse(source) if tree is None else tree
-        tokens = list(tokenize.tokenize(io.BytesIO(source).readline))
-    except (SyntaxError, ValueError, tokenize.TokenError):
-        return source
-    lines = source.decode("utf-8").splitlines()
+
+def comment_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """``(row, col, end_row, end_col)`` of every comment of ``text`` (valid Python source), as
+    :mod:`tokenize` gives its ``COMMENT`` tokens: rows from 1, counted at ``\\n``; columns in
+    characters. One regular-expression pass: ``tokenize`` produces every token in Python code
+    and was most of what ``pin`` and ``check`` spent hashing the built-ins."""
     spans: list[tuple[int, int, int, int]] = []
-    for node in ast.walk(tree):
+    row, row_start = 1, 0
+    for match in _STRINGS_AND_COMMENTS.finditer(text):
+        if match.lastgroup != "comment":
+            continue
+        start, end = match.span()
+        row += text.count("\n", row_start, start)
+        row_start = text.rfind("\n", 0, start) + 1
+        spans.append((row, start - row_start, row, end - row_start))
+    return spans
+
+
+def _docstrings(tree: ast.Module) -> Iterator[ast.Expr]:
+    """The docstring statements of the module and of every class and function in it. They
+    are statements of statement bodies only, so expressions are never visited."""
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            first = body[0] if body else None
+            first = node.body[0] if node.body else None
             if (
                 isinstance(first, ast.Expr)
                 and isinstance(first.value, ast.Constant)
                 and isinstance(first.value.value, str)
-                and first.end_lineno is not None
-                and first.end_col_offset is not None
             ):
-                spans.append(
-                    (first.lineno, first.col_offset, first.end_lineno, first.end_col_offset)
+                yield first
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                pending.extend(
+                    item
+                    for item in value
+                    if isinstance(item, (ast.stmt, ast.excepthandler, ast.match_case))
                 )
-    spans += [(*t.start, *t.end) for t in tokens if t.type == tokenize.COMMENT]
+
+
+def code_of(source: bytes, tree: ast.Module | None = None) -> bytes:
+    """The code of a Python source, without what does not run: docstrings (of the module, its
+    classes and functions), comments, trailing spaces and blank lines. Editing prose leaves an
+    implementation's hash as it was; any change to a statement changes it. The same on every
+    supported Python (only positions and comments are read, both stable). A file that does not
+    parse is its bytes. ``tree``: ``source`` already parsed."""
+    try:
+        tree = ast.parse(source) if tree is None else tree
+    except (SyntaxError, ValueError):
+        return source
+    text = source.decode("utf-8")
+    if text.startswith("\ufeff"):  # tokenize's columns leave a byte-order mark out
+        spans = _tokenized_comment_spans(source)
+        if spans is None:
+            return source
+    else:
+        spans = comment_spans(text)
+    lines = text.splitlines()
+    for first in _docstrings(tree):
+        if first.end_lineno is not None and first.end_col_offset is not None:
+            spans.append((first.lineno, first.col_offset, first.end_lineno, first.end_col_offset))
     # cut from the end so earlier positions stay valid
     for start_line, start_col, end_line, end_col in sorted(spans, reverse=True):
         head = lines[start_line - 1][:start_col]
@@ -254,6 +304,17 @@ def code_of(source: bytes, tree: ast.Module | None = None) -> bytes:
         lines[start_line - 1 : end_line] = [head + tail]
     kept = [line.rstrip() for line in lines if line.strip()]
     return "\n".join(kept).encode("utf-8")
+
+
+def _tokenized_comment_spans(source: bytes) -> list[tuple[int, int, int, int]] | None:
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.tokenize(io.BytesIO(source).readline))
+    except (SyntaxError, ValueError, tokenize.TokenError):
+        return None
+    return [(*t.start, *t.end) for t in tokens if t.type == tokenize.COMMENT]
 
 
 def implementation_sha256(manifest: Manifest) -> str:

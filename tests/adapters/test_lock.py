@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import shutil
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from spyre_adapters import (
     read_lock,
     write_lock,
 )
-from spyre_adapters.implementation import code_of
+from spyre_adapters.implementation import code_of, comment_spans
 from spyre_adapters.lock import implementation_sha256, pinned_manifests
 
 from .conftest import DATA, FakeCatalogue
@@ -384,3 +386,42 @@ def f(x):
     assert code_of(changed) != code_of(source)
     assert b"Doc" not in code_of(source)
     assert b"import torch" in code_of(source)
+
+
+def _tokenize_comments(source: str) -> list[tuple[int, int, int, int]]:
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return [(*t.start, *t.end) for t in tokens if t.type == tokenize.COMMENT]
+
+
+TRICKY_SOURCES = [
+    's = "# not a comment"  # a comment\n',
+    "s = '#' + \"'\"  # it's a comment with a quote\n",
+    'd = """a "quoted" # word\n and "" two lines"""  # after\n',
+    "e = r'\\\\' + r'\\''  # raw strings: two backslashes, an escaped quote\n",
+    'f = "escaped \\" quote # still string"  # comment\n',
+    'g = "line \\\n  continued # inside"  # out\n',
+    'h = f"{x!r:#>10}"  # format spec hash\n',
+    "i = b'#'\r\n# CRLF line\r\nj = 1\r\n",
+    "k = 'é'  # columns in characters: é\n# last line, no newline",
+    "l = ('a'  # inside an implicit concatenation\n     'b')\n",
+    'def f():\n    """Doc # not comment."""\n    return \'\\\'#\'  # c\n',
+]
+
+
+@pytest.mark.parametrize("source", TRICKY_SOURCES)
+def test_comment_spans_are_the_comments_tokenize_finds(source: str) -> None:
+    compile(source, "<tricky>", "exec")  # each case is valid Python
+    assert comment_spans(source) == _tokenize_comments(source)
+
+
+def test_comment_spans_agree_with_tokenize_on_real_sources() -> None:
+    """Over the project's own sources and a part of the standard library: the built-ins'
+    hashes (``manifests/released.sha256``) rest on these spans."""
+    roots = [Path(__file__).parents[2] / name for name in ("spyre_adapters", "spyre_sim")]
+    roots.append(Path(tokenize.__file__).parent / "json")
+    files = [f for root in roots for f in sorted(root.rglob("*.py"))]
+    files += [Path(tokenize.__file__), Path(dataclasses.__file__)]
+    assert len(files) > 100
+    for path in files:
+        source = path.read_text(encoding="utf-8")
+        assert comment_spans(source) == _tokenize_comments(source), path
