@@ -181,12 +181,43 @@ def _pick(found: list[Any]) -> list[Any]:
     return list(seen.values())[:MAX_SAMPLES]
 
 
-def _renumber(versions: list[Any]) -> list[Any]:
-    """Versions 1.0.0, 1.1.0, ... in order, once the ones without a family are left out; a
-    version's ``stacks`` range stays what its own releases make it."""
+def _renumber(versions: list[Any], released: set[tuple[str, str]]) -> list[Any]:
+    """Number the versions left once the ones without a family are left out. A version whose
+    files are those of a released version keeps that number (planning twice is stable); any
+    other gets the next minor after the released ones and those numbered before it (a released
+    version is immutable: new behaviour is a new version). A version's ``stacks`` range stays
+    what its own releases make it."""
     import dataclasses
 
-    return [dataclasses.replace(v, version=f"1.{i}.0") for i, v in enumerate(versions)]
+    from packaging.version import Version
+
+    from spyre_adapters.enablement.generation import manifest_text, module_text
+
+    library = ROOT / "spyre_adapters" / "library"
+    numbered: list[Any] = []
+    for version in versions:
+        taken = {v for n, v in released if n == version.name} | {
+            v.version for v in numbered if v.name == version.name
+        }
+        same = None
+        for number in sorted(taken, key=Version):
+            candidate = dataclasses.replace(version, version=number)
+            manifest = ROOT / "manifests" / version.name / f"{number}.toml"
+            module = library / f"{candidate.module}.py"
+            if (
+                manifest.is_file()
+                and module.is_file()
+                and manifest.read_text("utf-8") == manifest_text(candidate)
+                and module.read_text("utf-8") == module_text(candidate)
+            ):
+                same = candidate
+                break
+        if same is None:
+            newest = max((Version(v) for v in taken), default=None)
+            number = "1.0.0" if newest is None else f"{newest.major}.{newest.minor + 1}.0"
+            same = dataclasses.replace(version, version=number)
+        numbered.append(same)
+    return numbered
 
 
 def write(
@@ -197,6 +228,7 @@ def write(
     captures: dict[str, Any] | None = None,
 ) -> int:
     import spyre_sim
+    from spyre_adapters.enablement.captured import released_versions
     from spyre_adapters.enablement.generation import (
         NOT_NEEDED,
         plan_versions,
@@ -207,6 +239,7 @@ def write(
 
     catalogue = default_catalogue()
     releases = [spyre_sim.resolve_stack(r.name) for r in catalogue.releases]
+    released = released_versions(ROOT / "manifests" / "released.sha256")
     gaps: dict[str, str] = {}
     families: dict[str, dict[str, list[str]]] = {}  # op -> release -> families verified
     for row in rows:
@@ -243,7 +276,7 @@ def write(
                 f"{version.name} {version.version}: {op} {version.candidate} {version.stacks} "
                 f"families={list(version.families)}{note}"
             )
-        made = _renumber(kept)
+        made = _renumber(kept, released)
         for release, why in failed.items():
             if why != NOT_NEEDED:
                 print(f"  {op} at {release}: no candidate ({why[:160]})")
