@@ -82,3 +82,90 @@ def test_fp16_to_bf16_and_int_casts_on_the_device(spyre: ModuleType) -> None:
     as_long = device.to(torch.int64)
     assert as_long.dtype == torch.int32  # int64 is stored as int32
     assert torch.equal(as_long.cpu(), host.to(torch.int32))
+
+
+def _ulps_apart(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """How many fp16 steps separate ``a`` and ``b`` elementwise (same signs assumed)."""
+    return (a.view(torch.int16).int() - b.view(torch.int16).int()).abs()
+
+
+_WIDENED_CALLS = {
+    "aten.mm.default": lambda: (torch.randn(37, 512), torch.randn(512, 65)),
+    "aten.bmm.default": lambda: (torch.randn(3, 17, 256), torch.randn(3, 256, 64)),
+    "aten.addmm.default": lambda: (torch.randn(65), torch.randn(9, 300), torch.randn(300, 65)),
+    "aten.baddbmm.default": lambda: (
+        torch.randn(2, 5, 7),
+        torch.randn(2, 5, 130),
+        torch.randn(2, 130, 7),
+    ),
+    "aten.addbmm.default": lambda: (
+        torch.randn(5, 7),
+        torch.randn(3, 5, 200),
+        torch.randn(3, 200, 7),
+    ),
+    "aten.mv.default": lambda: (torch.randn(33, 700), torch.randn(700)),
+    "aten.addmv.default": lambda: (torch.randn(33), torch.randn(33, 700), torch.randn(700)),
+    "aten.dot.default": lambda: (torch.randn(1000), torch.randn(1000)),
+    "aten.convolution.default": lambda: (
+        torch.randn(2, 8, 20, 20),
+        torch.randn(16, 8, 3, 3),
+        torch.randn(16),
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        False,
+        [0, 0],
+        1,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", _host_kernels.WIDENED)
+def test_widened_fp16_kernels_round_the_exact_result(name: str) -> None:
+    """The fp16 result from fp32 operands: the fp16 kernel's shape, dtype and strides, and
+    every element within one fp16 step of the exact (fp64) result rounded to fp16, and no
+    farther from it than the fp16 kernel's own result is, plus one step."""
+    torch.manual_seed(0)
+    args = [a.half() if isinstance(a, torch.Tensor) else a for a in _WIDENED_CALLS[name]()]
+    kernel = _host_kernels.kernel(name)
+    assert kernel is not None
+    assert not kernel.rounds_itself
+    packet, _, overload = name.removeprefix("aten.").partition(".")
+    aten = getattr(getattr(torch.ops.aten, packet), overload)
+    got, fp16_kernel = kernel.call(*args), aten(*args)
+    exact = aten(*[a.double() if isinstance(a, torch.Tensor) else a for a in args])
+    assert got.dtype is torch.float16
+    assert got.shape == fp16_kernel.shape
+    assert got.stride() == fp16_kernel.stride()
+    rounded = exact.half()
+    same_sign = torch.sign(got) == torch.sign(rounded)
+    assert (_ulps_apart(got, rounded)[same_sign] <= 1).all()
+    assert ((got.double() - exact).abs()[~same_sign] <= 1e-3).all()
+    error, kernel_error = (got.double() - exact).abs(), (fp16_kernel.double() - exact).abs()
+    step = torch.finfo(torch.float16).eps * exact.abs().clamp_min(1.0)
+    assert (error <= kernel_error + step).all()
+
+
+def test_widened_kernels_leave_other_dtypes_and_mixed_calls_to_aten() -> None:
+    kernel = _host_kernels.kernel("aten.mm.default")
+    assert kernel is not None
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    assert torch.equal(kernel.call(a, b), torch.mm(a, b))
+    assert torch.equal(
+        kernel.call(a.bfloat16(), b.bfloat16()), torch.mm(a.bfloat16(), b.bfloat16())
+    )
+    with pytest.raises(RuntimeError) as widened:
+        kernel.call(a.half(), b)
+    with pytest.raises(RuntimeError) as native:
+        torch.mm(a.half(), b)
+    assert str(widened.value) == str(native.value)
+
+
+def test_an_fp16_product_on_the_device_is_the_rounded_host_product(spyre: ModuleType) -> None:
+    torch.manual_seed(0)
+    a = round_to_dl16(torch.randn(13, 64, dtype=torch.float16))
+    b = round_to_dl16(torch.randn(64, 37, dtype=torch.float16))
+    got = (a.to("spyre") @ b.to("spyre")).cpu()
+    assert got.dtype is torch.float16
+    assert torch.equal(got, round_to_dl16((a.float() @ b.float()).half()))
+    assert (_ulps_apart(got, round_to_dl16(a @ b)) <= 2).all()
