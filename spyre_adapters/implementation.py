@@ -100,9 +100,11 @@ def one_installation() -> Iterator[None]:
     built-ins asked it 50 times). Outside, every call looks again (an install in between is
     seen)."""
     token = _LOOKUPS.set({} if _LOOKUPS.get() is None else _LOOKUPS.get())
+    named = _NAMED.set({} if _NAMED.get() is None else _NAMED.get())
     try:
         yield
     finally:
+        _NAMED.reset(named)
         _LOOKUPS.reset(token)
 
 
@@ -132,11 +134,30 @@ def _look_up_distribution(top: str) -> importlib.metadata.Distribution | None:
     return None
 
 
+_NAMED: contextvars.ContextVar[dict[int, Distribution] | None] = contextvars.ContextVar(
+    "spyre_adapters_distribution_names", default=None
+)
+
+
+def _named(dist: importlib.metadata.Distribution) -> Distribution:
+    """``dist``'s name and version. Each read parses its METADATA file (an e-mail parser:
+    most of what ``pin`` spent naming 48 providers), so inside :func:`one_installation` it is
+    read once per distribution."""
+    memo = _NAMED.get()
+    if memo is None:
+        return Distribution(dist.metadata["Name"], dist.version)
+    key = id(dist)
+    if key not in memo:
+        metadata = dist.metadata
+        memo[key] = Distribution(metadata["Name"], metadata["Version"])
+    return memo[key]
+
+
 def provider(manifest: Manifest, registry: Registry | None = None) -> Distribution | None:
     """The distribution providing ``manifest``'s implementation (see the module docstring)."""
     dist = _distribution_of(_module_name(manifest))
     if dist is not None:
-        return Distribution(dist.metadata["Name"], dist.version)
+        return _named(dist)
     if registry is not None:
         registered = registry.provider_of(manifest)
         if registered.distribution is not None and registered.version is not None:
