@@ -93,6 +93,29 @@ def test_a_nan_result_moved_back_from_the_host_may_read_back_as_minus_inf() -> N
     assert verdict.holds, verdict.reason
 
 
+def test_only_a_backward_workspace_result_goes_uncompared() -> None:
+    """``_ctc_loss``'s alignment table is its backward's workspace, partly left unset by the
+    CPU kernel: not compared. Its loss is, and so is every result of other ops."""
+    from spyre_adapters.enablement.op_validation import WORKSPACE_RESULTS, _differ
+
+    skip = WORKSPACE_RESULTS["aten._ctc_loss"]
+    loss, table = torch.tensor([2.5]), torch.zeros(2, 3)
+    assert _differ((loss, table), (loss, table + 1e4), skip) is None
+    assert _differ((loss, table), (loss + 1.0, table), skip) is not None
+    assert _differ((loss, table), (loss, table + 1e4)) is not None
+    assert set(WORKSPACE_RESULTS) == {"aten._ctc_loss"}
+
+
+def test_ctc_loss_on_the_host_holds_on_its_loss() -> None:
+    torch.manual_seed(0)
+    log_probs = torch.randn(12, 3, 8).log_softmax(-1).half()
+    targets = torch.randint(1, 8, (3, 4))
+    lengths = torch.tensor([12, 10, 7]), torch.tensor([4, 3, 2])
+    sample = captured(log_probs, targets, *lengths)
+    verdict = validate(A._ctc_loss.Tensor, "host", [sample], R)
+    assert verdict.holds, verdict.reason
+
+
 def test_a_captured_call_the_cpu_kernel_refuses_rejects_the_candidate() -> None:
     sample = captured(torch.randn(3, 4).half(), torch.randn(5, 6).half())
     verdict = validate(A.mm.default, "host", [sample], R)
