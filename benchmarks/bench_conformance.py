@@ -263,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     summary["selection"] = args.selection
     summary["stack"] = args.stack or "newest"
     summary["failing"] = {
-        run.mode: {n: run.classes.get(n, {"class": "unexplained", "detail": run.outcomes.get(n, "missing")})
+        run.mode: {n: run.classes.get(n, {"class": "skipped" if run.outcomes.get(n) == "skipped" else "unexplained",
+                                          "detail": run.outcomes.get(n, "missing")})
                    for n in sorted(ids) if run.outcomes.get(n) != "passed"
                    and next(r for r in runs if r.mode == "cpu").outcomes.get(n) == "passed"}
         for run in runs if run.mode != "cpu"
