@@ -38,7 +38,7 @@ import importlib.util
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from spyre_adapters._locate import locate_module, module_file
@@ -88,8 +88,18 @@ def _packages(path: tuple[str, ...]) -> dict[str, list[str]]:
     return dict(importlib.metadata.packages_distributions())
 
 
-_LOOKUPS: contextvars.ContextVar[dict[str, importlib.metadata.Distribution | None] | None] = (
-    contextvars.ContextVar("spyre_adapters_distribution_lookups", default=None)
+@dataclass
+class _Installation:
+    """What :func:`one_installation` looks up once: the distribution providing each top-level
+    package, and each distribution's name and version (by the identity of the distribution
+    objects, which ``providers`` keeps alive)."""
+
+    providers: dict[str, importlib.metadata.Distribution | None] = field(default_factory=dict)
+    names: dict[int, Distribution] = field(default_factory=dict)
+
+
+_INSTALLATION: contextvars.ContextVar[_Installation | None] = contextvars.ContextVar(
+    "spyre_adapters_installation", default=None
 )
 
 
@@ -97,26 +107,24 @@ _LOOKUPS: contextvars.ContextVar[dict[str, importlib.metadata.Distribution | Non
 def one_installation() -> Iterator[None]:
     """Inside the block the installed distributions are taken not to change: which one
     provides a top-level package is looked up once (``pin`` and ``check`` of a lock of 50
-    built-ins asked it 50 times). Outside, every call looks again (an install in between is
-    seen)."""
-    token = _LOOKUPS.set({} if _LOOKUPS.get() is None else _LOOKUPS.get())
-    named = _NAMED.set({} if _NAMED.get() is None else _NAMED.get())
+    built-ins asked it 50 times), and so is each one's name and version. Outside, every call
+    looks again (an install in between is seen)."""
+    token = _INSTALLATION.set(_INSTALLATION.get() or _Installation())
     try:
         yield
     finally:
-        _NAMED.reset(named)
-        _LOOKUPS.reset(token)
+        _INSTALLATION.reset(token)
 
 
 def _distribution_of(module_name: str) -> importlib.metadata.Distribution | None:
     """The installed distribution that provides ``module_name``'s top-level package."""
     top = module_name.partition(".")[0]
-    memo = _LOOKUPS.get()
-    if memo is None:
+    installation = _INSTALLATION.get()
+    if installation is None:
         return _look_up_distribution(top)
-    if top not in memo:
-        memo[top] = _look_up_distribution(top)
-    return memo[top]
+    if top not in installation.providers:
+        installation.providers[top] = _look_up_distribution(top)
+    return installation.providers[top]
 
 
 def _look_up_distribution(top: str) -> importlib.metadata.Distribution | None:
@@ -134,23 +142,18 @@ def _look_up_distribution(top: str) -> importlib.metadata.Distribution | None:
     return None
 
 
-_NAMED: contextvars.ContextVar[dict[int, Distribution] | None] = contextvars.ContextVar(
-    "spyre_adapters_distribution_names", default=None
-)
-
-
 def _named(dist: importlib.metadata.Distribution) -> Distribution:
     """``dist``'s name and version. Each read parses its METADATA file (an e-mail parser:
     most of what ``pin`` spent naming 48 providers), so inside :func:`one_installation` it is
     read once per distribution."""
-    memo = _NAMED.get()
-    if memo is None:
+    installation = _INSTALLATION.get()
+    if installation is None:
         return Distribution(dist.metadata["Name"], dist.version)
     key = id(dist)
-    if key not in memo:
+    if key not in installation.names:
         metadata = dist.metadata
-        memo[key] = Distribution(metadata["Name"], metadata["Version"])
-    return memo[key]
+        installation.names[key] = Distribution(metadata["Name"], metadata["Version"])
+    return installation.names[key]
 
 
 def provider(manifest: Manifest, registry: Registry | None = None) -> Distribution | None:
@@ -287,8 +290,8 @@ def _docstrings(tree: ast.Module) -> Iterator[ast.Expr]:
                 and isinstance(first.value.value, str)
             ):
                 yield first
-        for field in node._fields:
-            value = getattr(node, field, None)
+        for name in node._fields:
+            value = getattr(node, name, None)
             if isinstance(value, list):
                 pending.extend(
                     item
