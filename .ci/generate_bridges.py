@@ -191,6 +191,7 @@ def _renumber(versions: list[Any], released: set[tuple[str, str]]) -> list[Any]:
 
     from packaging.version import Version
 
+    from spyre_adapters.enablement.captured import next_version
     from spyre_adapters.enablement.generation import manifest_text, module_text
 
     library = ROOT / "spyre_adapters" / "library"
@@ -213,8 +214,7 @@ def _renumber(versions: list[Any], released: set[tuple[str, str]]) -> list[Any]:
                 same = candidate
                 break
         if same is None:
-            newest = max((Version(v) for v in taken), default=None)
-            number = "1.0.0" if newest is None else f"{newest.major}.{newest.minor + 1}.0"
+            number = next_version({(version.name, v) for v in taken}, version.name)
             same = dataclasses.replace(version, version=number)
         numbered.append(same)
     return numbered

@@ -63,6 +63,7 @@ __all__ = [
     "load_captures",
     "plan_captured",
     "read_sample_file",
+    "next_version",
     "released_versions",
     "write_capture",
     "write_sample_file",
@@ -316,7 +317,7 @@ def released_versions(record: Path) -> set[tuple[str, str]]:
     return found
 
 
-def _next_version(released: Collection[tuple[str, str]], name: str) -> str:
+def next_version(released: Collection[tuple[str, str]], name: str) -> str:
     """``1.0.0`` for an adapter without a released version; else the minor after the newest
     released one (an unreleased version is rewritten in place, so planning twice is stable)."""
     from packaging.version import Version
@@ -373,7 +374,7 @@ def plan_captured(
             families,
             catalogue,
             failed=failed,
-            first_version=_next_version(released, adapter_name(op)),
+            first_version=next_version(released, adapter_name(op)),
         )
         out.append(Planned(op, tuple(versions), tuple(notes), tuple(samples)))
     return out
