@@ -10,7 +10,8 @@
   a fallthrough for ``AutocastPrivateUse1``, and an ``AutogradPrivateUse1`` kernel for
   ``scaled_dot_product_attention`` so that the device sees SDPA whole (to judge gaps ``sdpa``
   and ``sdpa-gqa``) instead of its decomposition;
-- installs the module-path hooks of :mod:`spyre_sim._modules`.
+- installs the module-path hooks of :mod:`spyre_sim._modules` and the index-dtype checks of
+  :mod:`spyre_sim._index_dtype` (gap ``int64-storage``).
 
 The ``torch.library.Library`` objects are kept referenced here: a collected one silently
 unregisters its kernels.
@@ -22,7 +23,7 @@ from typing import Any
 
 import torch
 
-from spyre_sim import _modules, _special_ops, _storage, _tensor, backend
+from spyre_sim import _index_dtype, _modules, _special_ops, _storage, _tensor, backend
 from spyre_sim.state import device_state
 
 __all__ = ["register"]
@@ -94,6 +95,7 @@ def register() -> None:
     autocast.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     _libraries.extend([aten, autocast])
     _modules.install()
+    _index_dtype.install()
     _refuse_autograd_on_device()
 
 

@@ -27,6 +27,7 @@ import copy
 import functools
 import importlib
 import inspect
+import os
 import sys
 import unittest
 from collections.abc import Callable, Iterator
@@ -46,6 +47,7 @@ __all__ = [
     "TesterEntry",
     "build_from_tester",
     "find_tester_files",
+    "offline",
     "test_files",
     "testers_in_file",
 ]
@@ -104,8 +106,20 @@ def prepared_tree(tree: Path) -> Path:
     return root
 
 
+def offline() -> None:
+    """Keep the Hugging Face Hub offline in this process (``HF_HUB_OFFLINE``, unless the
+    environment says otherwise). Some testers load a config from the Hub (a timm backbone's):
+    a sweep must not download, and online it would wait through every retry of an unreachable
+    Hub; offline the build fails at once and the type is listed with that reason."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    hub = sys.modules.get("huggingface_hub.constants")
+    if hub is not None and os.environ["HF_HUB_OFFLINE"].upper() in {"1", "ON", "YES", "TRUE"}:
+        hub.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
+
+
 def _import(tree: Path, relative: str) -> Any:
-    """Import a test file of ``tree`` as the tree's ``tests`` package imports it."""
+    """Import a test file of ``tree`` as the tree's ``tests`` package imports it (offline)."""
+    offline()
     root = str(prepared_tree(tree))
     own = str((Path(root) / "tests").resolve())
     loaded = sys.modules.get("tests")

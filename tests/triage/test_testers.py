@@ -113,3 +113,21 @@ def test_a_family_that_does_not_build_scaled_is_built_at_the_testers_sizes(
     assert fitted.config.hidden_size == 32
     with pytest.raises(FamilyBuildError, match="derived widths"):
         testers._build_entry(entry, scaled=True, seed=0)
+
+
+def test_importing_a_tree_keeps_the_hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tester that loads a config from the Hub fails at once instead of downloading (or
+    waiting through the retries of an unreachable Hub)."""
+    import huggingface_hub.constants as hub
+
+    from spyre_adapters.enablement.testers import offline
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)
+    offline()
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert hub.HF_HUB_OFFLINE is True
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # an explicit choice of the user is kept
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)
+    offline()
+    assert hub.HF_HUB_OFFLINE is False
