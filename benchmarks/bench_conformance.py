@@ -5,7 +5,9 @@ its README, by default ``../shared/transformers-tests`` next to this checkout) o
 and once per device mode, in one go, and prints per family and mode: tests that pass on the
 CPU, how many of those pass on the device, the class of every failure (gap, precision,
 miscompile, adapter, emulator, unexplained; from the ``--spyre-report``), and wall time against
-the CPU run of the same selection::
+the CPU run of the same selection. A test the plugin skips because it runs backward on the
+(inference-only) device is classed ``inference-only``; ``in-scope`` is the pass rate without
+those tests, next to the pass rate of all CPU-passing ones::
 
     python benchmarks/bench_conformance.py --python .venv-tt/bin/python
     python benchmarks/bench_conformance.py --python ... --families llama,bert --selection fast
@@ -68,6 +70,10 @@ MODES: dict[str, list[str]] = {
     "functional": ["--spyre", "--spyre-numerics", "off", "--spyre-layout-checks", "off"],
 }
 CLASSES = ("gap", "precision", "miscompile", "adapter", "emulator", "unexplained")
+#: The outcome of a test the plugin skips because it runs backward on the device (out of scope
+#: for an inference-only device: pytest_spyre.inference_only), told apart from other skips.
+INFERENCE_ONLY = "inference-only"
+INFERENCE_ONLY_SKIP = "spyre: inference-only device"
 
 
 @dataclass
@@ -76,13 +82,18 @@ class ModeRun:
 
     mode: str
     wall: float
-    outcomes: dict[str, str]  # nodeid -> passed/failed/skipped/error
+    outcomes: dict[str, str]  # nodeid -> passed/failed/skipped/inference-only/error
     classes: dict[str, dict[str, str]] = field(default_factory=dict)  # nodeid -> failure
 
 
 def _family(nodeid: str) -> str:
     parts = nodeid.split("/")
     return parts[2] if len(parts) > 3 and parts[1] == "models" else parts[0]
+
+
+def _unclassed(outcome: str | None) -> str:
+    """The class of a CPU-passing test that did not pass and has no failure in the report."""
+    return outcome if outcome in ("skipped", INFERENCE_ONLY) else "unexplained"
 
 
 def _junit_outcomes(path: Path, tree: Path) -> dict[str, str]:
@@ -99,13 +110,14 @@ def _junit_outcomes(path: Path, tree: Path) -> dict[str, str]:
                 break
         if nodeid is None:
             continue
-        tags = {child.tag for child in case}
+        tags = {child.tag: child for child in case}
         if "failure" in tags:
             outcome = "failed"
         elif "error" in tags:
             outcome = "error"
         elif "skipped" in tags:
-            outcome = "skipped"
+            message = tags["skipped"].get("message", "")
+            outcome = INFERENCE_ONLY if INFERENCE_ONLY_SKIP in message else "skipped"
         else:
             outcome = "passed"
         # a test with a failing teardown reports twice; the worse outcome wins
@@ -157,7 +169,10 @@ def _table(runs: list[ModeRun], families: list[str]) -> tuple[str, dict[str, Any
     cpu = next(r for r in runs if r.mode == "cpu")
     cpu_pass = {n for n, o in cpu.outcomes.items() if o == "passed"}
     lines = []
-    head = f"{'family':<14}{'mode':<11}{'cpu-pass':>9}{'pass':>6}{'pct':>7}  failures by class"
+    head = (
+        f"{'family':<14}{'mode':<11}{'cpu-pass':>9}{'pass':>6}{'pct':>7}{'in-scope':>9}"
+        "  failures by class"
+    )
     lines.append(head)
     summary: dict[str, Any] = {"families": {}, "totals": {}}
     for fam in [*families, "ALL"]:
@@ -172,16 +187,25 @@ def _table(runs: list[ModeRun], families: list[str]) -> tuple[str, dict[str, Any
                 failure = run.classes.get(nodeid)
                 if failure is not None:
                     classes[failure["class"]] += 1
-                elif outcome == "skipped":
-                    classes["skipped"] += 1
+                elif outcome in ("skipped", INFERENCE_ONLY):
+                    classes[outcome] += 1
                 else:
                     classes["unexplained"] += 1
             pct = 100.0 * len(passed) / len(mine) if mine else 0.0
+            # in scope: without the tests that run backward (the device is inference-only)
+            scope = len(mine) - classes[INFERENCE_ONLY]
+            in_scope = 100.0 * len(passed) / scope if scope else 0.0
             text = ", ".join(f"{k} {v}" for k, v in sorted(classes.items())) or "-"
             lines.append(
-                f"{fam:<14}{run.mode:<11}{len(mine):>9}{len(passed):>6}{pct:>6.1f}%  {text}"
+                f"{fam:<14}{run.mode:<11}{len(mine):>9}{len(passed):>6}{pct:>6.1f}%"
+                f"{in_scope:>8.1f}%  {text}"
             )
-            entry = {"cpu_passing": len(mine), "passing": len(passed), "failures": dict(classes)}
+            entry = {
+                "cpu_passing": len(mine),
+                "in_scope": scope,
+                "passing": len(passed),
+                "failures": dict(classes),
+            }
             target = summary["totals"] if fam == "ALL" else summary["families"].setdefault(fam, {})
             target[run.mode] = entry
     lines.append("")
@@ -263,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     summary["selection"] = args.selection
     summary["stack"] = args.stack or "newest"
     summary["failing"] = {
-        run.mode: {n: run.classes.get(n, {"class": "skipped" if run.outcomes.get(n) == "skipped" else "unexplained",
+        run.mode: {n: run.classes.get(n, {"class": _unclassed(run.outcomes.get(n)),
                                           "detail": run.outcomes.get(n, "missing")})
                    for n in sorted(ids) if run.outcomes.get(n) != "passed"
                    and next(r for r in runs if r.mode == "cpu").outcomes.get(n) == "passed"}
