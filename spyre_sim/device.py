@@ -6,7 +6,8 @@
   (``torch.utils.backend_registration._setup_privateuseone_for_python_backend``) with
   :mod:`spyre_sim.backend` as ``torch.spyre``;
 - registers PrivateUse1 kernels for the ops every factory and transfer ends in
-  (``empty.memory_format``, ``empty_strided``, ``_copy_from``, ``_copy_from_and_resize``),
+  (``empty.memory_format``, ``empty_strided``, ``_copy_from``, ``_copy_from_and_resize``;
+  ``_local_scalar_dense``, which ``torch.tensor`` of device scalars reaches below the Python key),
   a fallthrough for ``AutocastPrivateUse1``, and an ``AutogradPrivateUse1`` kernel for
   ``scaled_dot_product_attention`` so that the device sees SDPA whole (to judge gaps ``sdpa``
   and ``sdpa-gqa``) instead of its decomposition;
@@ -23,7 +24,15 @@ from typing import Any
 
 import torch
 
-from spyre_sim import _index_dtype, _modules, _special_ops, _storage, _tensor, backend
+from spyre_sim import (
+    _dispatch,
+    _index_dtype,
+    _modules,
+    _special_ops,
+    _storage,
+    _tensor,
+    backend,
+)
 from spyre_sim.state import device_state
 
 __all__ = ["register"]
@@ -65,6 +74,13 @@ def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     return _special_ops.copy_from(src, dst, resize=True)  # type: ignore[no-any-return]
 
 
+def _local_scalar_dense(t: torch.Tensor) -> Any:
+    # ``torch.tensor([...])`` of device scalars reads each with ``item()`` below the Python key,
+    # so the op reaches this kernel instead of SpyreTensor.__torch_dispatch__: give it the same
+    # verdict (gap ``host-sync``) and the same host read as an ``item()`` on the tensor.
+    return _dispatch.dispatch(torch.ops.aten._local_scalar_dense.default, (t,), {})
+
+
 def _sdpa_whole(*args: Any, **kwargs: Any) -> Any:
     # Below autograd, the Python key hands the op itself to SpyreTensor.__torch_dispatch__.
     with torch._C._AutoDispatchBelowAutograd():
@@ -90,6 +106,7 @@ def register() -> None:
     aten.impl("empty_strided", _empty_strided, "PrivateUse1")
     aten.impl("_copy_from", _copy_from, "PrivateUse1")
     aten.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
+    aten.impl("_local_scalar_dense", _local_scalar_dense, "PrivateUse1")
     aten.impl("scaled_dot_product_attention", _sdpa_whole, "AutogradPrivateUse1")
     autocast = _Library("_", "IMPL")
     autocast.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")

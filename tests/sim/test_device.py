@@ -176,3 +176,20 @@ def test_device_warnings_point_at_the_callers_line(spyre: ModuleType) -> None:
     with spyre.use_stack("2026.05"), pytest.warns(spyre.SpyreFallbackWarning) as caught:
         x.cumsum(0)
     assert [w.filename for w in caught] == [__file__]
+
+
+def test_a_tensor_built_from_device_scalars(spyre: ModuleType) -> None:
+    """``torch.tensor([...])`` of 0-dim device tensors reads each one below the Python key (as
+    Qwen2-VL's rope index does): the read gets the verdict of ``item()`` (gap ``host-sync``)."""
+    a = torch.tensor(3).to("spyre")
+    b = a + 1
+    with spyre.telemetry.record() as rec:
+        on_device = torch.tensor([a, b], device="spyre")
+        on_host = torch.tensor([a, b])
+    assert on_device.device.type == "spyre"
+    assert on_device.cpu().tolist() == [3, 4]
+    assert on_host.tolist() == [3, 4]
+    assert rec.snapshot.to_json()["ops"]["aten._local_scalar_dense.default"] == {"cpu-fallback": 4}
+    with spyre.use_stack("2025.12"), pytest.raises(spyre.SpyreLoweringError) as info:
+        torch.tensor([a, b])
+    assert info.value.gap == "host-sync"
