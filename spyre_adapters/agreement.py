@@ -15,16 +15,32 @@ float64:
 
 ``matches`` (how real teams judge "it works" on the device): cosine >= :data:`MIN_COSINE`, and
 for logits the CPU's greedy token at every scored position.
+
+``positions`` (a boolean mask over the leading dims of the output, e.g. ``[batch, sequence]``)
+restricts the comparison to the positions that carry meaning: :func:`padding_positions` gives
+it from a model's inputs, so that padded positions (attention mask 0) are not compared. Their
+values are not defined by the model: a query row whose every key is masked gets 0 from
+PyTorch's SDPA with a boolean mask, the mean of the values from an additive ``finfo.min`` mask
+(Transformers' eager attention), NaN from some kernels; Transformers' own tests compare
+attention implementations only at unpadded positions for the same reason.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
-__all__ = ["MIN_COSINE", "TIE_MARGIN", "Comparison", "compare", "facts"]
+__all__ = [
+    "MIN_COSINE",
+    "TIE_MARGIN",
+    "Comparison",
+    "compare",
+    "facts",
+    "padding_positions",
+]
 
 #: Minimum cosine similarity of device output vs CPU output (the device bar of real teams).
 MIN_COSINE = 0.99
@@ -45,12 +61,45 @@ class Comparison:
     criterion: str = ""
 
 
-def compare(reference: torch.Tensor, output: torch.Tensor, *, logits: bool) -> Comparison:
-    """Compare a device output (already on the host) with the CPU reference (module doc)."""
+def padding_positions(
+    inputs: Mapping[str, torch.Tensor], output: torch.Tensor, output_name: str
+) -> torch.Tensor | None:
+    """The unpadded positions of ``output`` (``True`` where compared), from the attention mask
+    of the inputs it was computed from: ``decoder_attention_mask`` for a decoder's output of an
+    encoder-decoder, else ``attention_mask``. ``None`` (compare everything) when there is no
+    such mask, it does not cover the output's leading dims, or it masks every position."""
+    name = "attention_mask"
+    if "decoder_attention_mask" in inputs and not output_name.startswith("encoder"):
+        name = "decoder_attention_mask"
+    mask = inputs.get(name)
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.is_floating_point():
+        return None
+    if tuple(output.shape[:2]) != tuple(mask.shape) or output.dim() < 2:
+        return None
+    keep = mask.detach().cpu() != 0
+    return keep if bool(keep.any()) else None
+
+
+def compare(
+    reference: torch.Tensor,
+    output: torch.Tensor,
+    *,
+    logits: bool,
+    positions: torch.Tensor | None = None,
+) -> Comparison:
+    """Compare a device output (already on the host) with the CPU reference (module doc);
+    ``positions``: only these leading-dim positions (see :func:`padding_positions`)."""
     ref = reference.detach().cpu().to(torch.float64)
     out = output.detach().cpu().to(torch.float64)
     if ref.shape != out.shape:
         return Comparison(False, math.nan, math.inf, criterion="shape differs")
+    if positions is not None:
+        if tuple(positions.shape) != tuple(ref.shape[: positions.dim()]):
+            raise ValueError(
+                f"positions of shape {list(positions.shape)} do not cover the leading dims of "
+                f"an output of shape {list(ref.shape)}"
+            )
+        ref, out = ref[positions.cpu()], out[positions.cpu()]
     finite = bool(torch.isfinite(out).all()) and bool(torch.isfinite(ref).all())
     a, b = ref.flatten(), out.flatten()
     denom = float(a.norm() * b.norm())

@@ -145,7 +145,9 @@ def _cpu_check(
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     finally:
         restore(model)
-    return compare(built.reference, output, logits=built.kind == "causal-lm"), ""
+    return compare(
+        built.reference, output, logits=built.kind == "causal-lm", positions=built.positions()
+    ), ""
 
 
 def _facts(comparison: Comparison) -> str:

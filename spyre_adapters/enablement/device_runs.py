@@ -217,7 +217,9 @@ def _device_run(
         touched={f"{r.name} {r.version}": list(r.modules) for r in applied(model)},
     )
     if output is not None:
-        run.comparison = compare(built.reference, output, logits=built.kind == "causal-lm")
+        run.comparison = compare(
+            built.reference, output, logits=built.kind == "causal-lm", positions=built.positions()
+        )
     if error is not None and error.kind == "lowering" and list_all_gaps:
         run.gaps, run.all_gaps_listed = _all_gaps(built, model, release, layout_checks, error)
     run.seconds = time.perf_counter() - start

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spyre_adapters.agreement import padding_positions
 from spyre_adapters.enablement.family_configs import (
     NO_FEATURES,
     REALISTIC,
@@ -91,6 +92,11 @@ class BuiltFamily:
         with torch.no_grad():
             out = model(**feed, **self.options)
         return output_named(out, self.output_name)
+
+    def positions(self) -> torch.Tensor | None:
+        """The positions of the compared output that are not padding (``None``: all of them):
+        :func:`spyre_adapters.agreement.padding_positions` of this family's inputs."""
+        return padding_positions(self.inputs, self.reference, self.output_name)
 
 
 # -- enumeration -------------------------------------------------------------------------------

@@ -155,3 +155,41 @@ def test_every_category_survives_json(category: Category) -> None:
     result = TriageResult("f", "2026.05", "tiny", category, "d")
     assert TriageResult.from_json(result.to_json()).category is category
     assert result.to_json()["enabled"] is category.enabled
+
+
+def test_padded_positions_are_not_compared() -> None:
+    """A query row whose every key is masked has no defined result (PyTorch's SDPA gives 0
+    with a boolean mask, the mean of the values with an additive finfo.min mask): only the
+    unpadded positions are compared."""
+    from spyre_adapters.agreement import padding_positions
+
+    reference = torch.randn(2, 5, 8)
+    output = reference.clone()
+    output[1, 0] = 3.0  # a padded position of the second sample
+    inputs = {"attention_mask": torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]])}
+    keep = padding_positions(inputs, reference, "last_hidden_state")
+    assert keep is not None
+    assert keep.tolist() == [[True] * 5, [False] + [True] * 4]
+    assert not compare(reference, output, logits=False).matches
+    assert compare(reference, output, logits=False, positions=keep).matches
+    output[0, 2] = 3.0  # an unpadded one
+    assert not compare(reference, output, logits=False, positions=keep).matches
+
+
+def test_padding_positions_of_an_encoder_decoder_and_of_other_outputs() -> None:
+    from spyre_adapters.agreement import padding_positions
+
+    out = torch.zeros(1, 3, 4)
+    inputs = {
+        "attention_mask": torch.tensor([[1, 1, 1]]),
+        "decoder_attention_mask": torch.tensor([[0, 1, 1]]),
+    }
+    decoder = padding_positions(inputs, out, "last_hidden_state")
+    assert decoder is not None
+    assert decoder.tolist() == [[False, True, True]]
+    encoder = padding_positions(inputs, out, "encoder_last_hidden_state")
+    assert encoder is not None
+    assert encoder.tolist() == [[True, True, True]]
+    assert padding_positions(inputs, torch.zeros(1, 4), "pooler_output") is None
+    assert padding_positions({"attention_mask": torch.zeros(1, 3)}, out, "x") is None
+    assert padding_positions({"attention_mask": torch.tensor([[0, 0, 0]])}, out, "x") is None
