@@ -10,7 +10,9 @@ indices should be Long but got Int"), which names neither the device nor the gap
 from whatever Python frame called them. Transformers' beam search (``take_along_dim`` on the beam
 indices) and its label one-hot encodings are where real suites meet this.
 
-:func:`install` wraps those functions. The wrapper only acts when the original would refuse: an
+:func:`install` wraps those functions. A torch function mode that is active (an adapter's) sees the call first, with the wrapper as
+the function, as it sees any torch function. The wrapper itself only acts when the original
+would refuse: an
 index that is a ``spyre`` int32 tensor while numerics emulation is on (in functional mode the
 device keeps int64, and PyTorch's check passes).
 
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 import torch
+from torch.overrides import handle_torch_function, has_torch_function
 
 from spyre_sim import _lowering, _tensor
 from spyre_sim.errors import SpyreLoweringError
@@ -69,6 +72,9 @@ def _wrapper(checked: _Checked, original: Callable[..., Any]) -> Callable[..., A
 
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
+        tensors = tuple(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+        if has_torch_function(tensors):  # modes first (an adapter's), as for any torch function
+            return handle_torch_function(call, tensors, *args, **kwargs)
         in_kwargs = keyword in kwargs
         index = kwargs[keyword] if in_kwargs else args[position] if len(args) > position else None
         if not _device_int32(index) or not settings.numerics:

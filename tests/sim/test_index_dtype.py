@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
@@ -90,3 +91,21 @@ def test_other_calls_are_untouched(spyre: ModuleType) -> None:
     with pytest.raises(RuntimeError, match="should be Long"):
         TakeAlong()(_VALUES, _INDEX.int())
     assert getattr(torch.take_along_dim, "__wrapped__", None) is not None  # one wrapper, kept
+
+
+def test_an_active_function_mode_sees_the_call_first(spyre: ModuleType) -> None:
+    """An adapter's TorchFunctionMode handles the call before the device refuses it, as for
+    any torch function."""
+    from torch.overrides import TorchFunctionMode
+
+    class HostOneHot(TorchFunctionMode):
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            if getattr(func, "__name__", None) == "one_hot":
+                return func(args[0].cpu().long(), *args[1:], **(kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+    with spyre.configure(judge_harness=False), HostOneHot():
+        out = OneHot()(torch.tensor([1, 4]).to("spyre"))
+    assert torch.equal(out, F.one_hot(torch.tensor([1, 4]), 5))
