@@ -86,7 +86,7 @@ def _wrapper(checked: _Checked, original: Callable[..., Any]) -> Callable[..., A
                     release,
                     checked.label,
                     GAP,
-                    [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)],
+                    tensors,
                     f"{checked.label} requires an int64 index, and the device stores and "
                     "reports int64 as int32",
                     SpyreLoweringError,
