@@ -28,6 +28,7 @@ import functools
 import importlib
 import inspect
 import os
+import random
 import sys
 import unittest
 from collections.abc import Callable, Iterator
@@ -48,6 +49,7 @@ __all__ = [
     "build_from_tester",
     "find_tester_files",
     "offline",
+    "seed_testers",
     "test_files",
     "testers_in_file",
 ]
@@ -271,9 +273,26 @@ def build_entry(entry: TesterEntry, *, scaled: bool, seed: int = 0) -> BuiltFami
         return replace(built, fit=f"tester-sizes:{entry.file}::{entry.test_class}")
 
 
+def seed_testers(seed: int) -> None:
+    """Seed what a test tree's testers draw their inputs from: Python's and torch's global
+    generators, and every ``random.Random`` a module of the tree's ``tests`` package holds
+    (Transformers' ``ids_tensor`` and ``floats_tensor`` draw from an unseeded module-level
+    ``global_rng``), so that two builds of a tester give the same inputs and a sweep over the
+    tree is reproducible."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    for name, module in list(sys.modules.items()):
+        if name != "tests" and not name.startswith("tests."):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, random.Random):
+                value.seed(seed)
+
+
 def _build_entry(entry: TesterEntry, *, scaled: bool, seed: int) -> BuiltFamily:
     model_type = entry.model_type
     try:
+        seed_testers(seed)
         config, inputs, classes = entry.make()
     except Exception as exc:
         raise FamilyBuildError(model_type, "config", f"the tester fails: {_one_line(exc)}") from exc

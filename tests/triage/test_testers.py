@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from spyre_adapters.enablement.results import Category
 from spyre_adapters.enablement.sweep import isolated_triage, run_sweep
@@ -131,3 +132,29 @@ def test_importing_a_tree_keeps_the_hub_offline(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)
     offline()
     assert hub.HF_HUB_OFFLINE is False
+
+
+def test_tester_inputs_are_drawn_from_seeded_generators(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Transformers' testers draw inputs from a module-level ``random.Random`` of the tree's
+    ``tests`` package (``global_rng``): it is seeded with the build's seed, as are Python's and
+    torch's generators, so two builds give the same inputs."""
+    import random
+    import sys
+    import types
+
+    from spyre_adapters.enablement.testers import seed_testers
+
+    common = types.ModuleType("tests.fake_common")
+    common.global_rng = random.Random()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tests.fake_common", common)
+
+    def draw() -> tuple[list[int], float, list[float]]:
+        rng = common.global_rng  # type: ignore[attr-defined]
+        return [rng.randint(0, 99) for _ in range(8)], random.random(), torch.rand(3).tolist()
+
+    seed_testers(0)
+    first = draw()
+    seed_testers(0)
+    assert draw() == first
+    seed_testers(1)
+    assert draw() != first
