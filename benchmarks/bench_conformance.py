@@ -185,12 +185,7 @@ def _table(runs: list[ModeRun], families: list[str]) -> tuple[str, dict[str, Any
             for nodeid in sorted(mine - passed):
                 outcome = run.outcomes.get(nodeid, "missing")
                 failure = run.classes.get(nodeid)
-                if failure is not None:
-                    classes[failure["class"]] += 1
-                elif outcome in ("skipped", INFERENCE_ONLY):
-                    classes[outcome] += 1
-                else:
-                    classes["unexplained"] += 1
+                classes[failure["class"] if failure is not None else _unclassed(outcome)] += 1
             pct = 100.0 * len(passed) / len(mine) if mine else 0.0
             # in scope: without the tests that run backward (the device is inference-only)
             scope = len(mine) - classes[INFERENCE_ONLY]

@@ -74,7 +74,7 @@ def padding_positions(
     mask = inputs.get(name)
     if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.is_floating_point():
         return None
-    if tuple(output.shape[:2]) != tuple(mask.shape) or output.dim() < 2:
+    if tuple(output.shape[:2]) != tuple(mask.shape):
         return None
     keep = mask.detach().cpu() != 0
     return keep if bool(keep.any()) else None
@@ -99,7 +99,8 @@ def compare(
                 f"positions of shape {list(positions.shape)} do not cover the leading dims of "
                 f"an output of shape {list(ref.shape)}"
             )
-        ref, out = ref[positions.cpu()], out[positions.cpu()]
+        keep = positions.cpu()
+        ref, out = ref[keep], out[keep]
     finite = bool(torch.isfinite(out).all()) and bool(torch.isfinite(ref).all())
     a, b = ref.flatten(), out.flatten()
     denom = float(a.norm() * b.norm())

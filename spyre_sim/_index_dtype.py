@@ -10,11 +10,11 @@ indices should be Long but got Int"), which names neither the device nor the gap
 from whatever Python frame called them. Transformers' beam search (``take_along_dim`` on the beam
 indices) and its label one-hot encodings are where real suites meet this.
 
-:func:`install` wraps those functions. A torch function mode that is active (an adapter's) sees the call first, with the wrapper as
-the function, as it sees any torch function. The wrapper itself only acts when the original
-would refuse: an
-index that is a ``spyre`` int32 tensor while numerics emulation is on (in functional mode the
-device keeps int64, and PyTorch's check passes).
+:func:`install` wraps those functions. A torch function mode that is active (an adapter's)
+sees the call first, with the wrapper as the function, as it sees any torch function. The
+wrapper itself only acts when the original would refuse: an index that is a ``spyre`` int32
+tensor while numerics emulation is on (in functional mode the device keeps int64, and
+PyTorch's check passes).
 
 - Inside the model scope (or with ``judge_harness``) the call is refused with a
   :class:`~spyre_sim.errors.SpyreLoweringError` naming gap ``int64-storage`` (lasting: the
