@@ -16,6 +16,13 @@ families the loop made run and match the CPU with that op bridged.
     python .ci/generate_bridges.py --load loops/ --load more-loops/   # plan and write only
     python .ci/generate_bridges.py --samples captured/ --dry-run   # from pytest's captures
     python .ci/generate_bridges.py --load loops/ --op aten.pow.Tensor_Scalar  # one op only
+    python .ci/generate_bridges.py --sweep T/sweep.json --testers TREE --stack 2026.09
+
+``--testers TREE`` builds each family from its model tester in a Transformers test tree (at
+the testers' sizes scaled to realistic ones, as ``bench_sweep.py --testers`` does; with
+``--sweep``, the non-enabled types of a testers' sweep). The samples each version is validated
+on are then kept under ``tests/data/bridge-samples/`` for its tests (give ``--testers`` with
+``--load`` of such loops too).
 
 ``--samples DIR`` (repeatable) plans from the bridge samples that ``pytest --spyre
 --spyre-capture-bridges DIR`` recorded in a test suite (ops met only by the suite's inputs,
@@ -74,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="folder of bridge samples from pytest --spyre --spyre-capture-bridges; repeatable",
     )
+    parser.add_argument(
+        "--testers",
+        type=Path,
+        help="a Transformers test tree: build the families from its model testers (scaled)",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=600.0, help="s per family")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
@@ -97,13 +109,21 @@ def main(argv: list[str] | None = None) -> int:
         captures = {op: found for op, found in captures.items() if op in args.op}
     if args.load:
         rows, samples = _load(args.load)
-        return write(rows, _only(samples, args.op), dry_run=args.dry_run, captures=captures)
+        return write(
+            rows,
+            _only(samples, args.op),
+            dry_run=args.dry_run,
+            captures=captures,
+            keep_samples=args.testers is not None,
+        )
     if not args.family and args.sweep is None:
         if captures is not None:
             return write([], {}, dry_run=args.dry_run, captures=captures)
         parser.error("give --sweep, --family or --samples")
     if not args.stack:
         parser.error("the loops of --sweep and --family need --stack R")
+    if args.testers is not None and not (args.testers / "tests" / "models").is_dir():
+        parser.error(f"--testers {args.testers}: not a Transformers test tree (no tests/models)")
     families = _families(args)
     print(f"{len(families)} families at {', '.join(args.stack)}", file=sys.stderr)
     start = time.perf_counter()
@@ -114,7 +134,14 @@ def main(argv: list[str] | None = None) -> int:
             pool.submit(
                 run_isolated,
                 bridge_worker,
-                (family, list(args.stack), "realistic", True, True),
+                (
+                    family,
+                    list(args.stack),
+                    "realistic" if args.testers is None else "tester-scaled",
+                    True,
+                    True,
+                    None if args.testers is None else str(args.testers),
+                ),
                 timeout=args.timeout,
             ): family
             for family in families
@@ -143,7 +170,13 @@ def main(argv: list[str] | None = None) -> int:
         args.save.mkdir(parents=True, exist_ok=True)
         (args.save / "rows.json").write_text(json.dumps(rows, indent=1), "utf-8")
         torch.save(samples, args.save / "samples.pt")
-    return write(rows, _only(samples, args.op), dry_run=args.dry_run, captures=captures)
+    return write(
+        rows,
+        _only(samples, args.op),
+        dry_run=args.dry_run,
+        captures=captures,
+        keep_samples=args.testers is not None,
+    )
 
 
 def _captures(folders: list[Path]) -> dict[str, Any] | None:
@@ -226,7 +259,13 @@ def write(
     *,
     dry_run: bool,
     captures: dict[str, Any] | None = None,
+    keep_samples: bool = False,
 ) -> int:
+    """Plan the versions of every op of ``samples`` (and ``captures``) and write them.
+    ``keep_samples``: keep the samples each version planned from the loops was validated on
+    under ``tests/data/bridge-samples/`` too, as a captured version's are (families built from
+    a test tree's testers need not build from their config alone, which the tests of a version
+    without samples use)."""
     import spyre_sim
     from spyre_adapters.enablement.captured import released_versions
     from spyre_adapters.enablement.generation import (
@@ -277,6 +316,8 @@ def write(
                 f"families={list(version.families)}{note}"
             )
         made = _renumber(kept, released)
+        if keep_samples:
+            validated_on.extend((version, _pick(samples[op])) for version in made)
         for release, why in failed.items():
             if why != NOT_NEEDED:
                 print(f"  {op} at {release}: no candidate ({why[:160]})")

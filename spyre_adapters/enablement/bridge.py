@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torch._ops import OpOverload
@@ -334,10 +335,17 @@ def without_generated(registry: Registry) -> Registry:
 
 
 def bridge_worker(
-    family: str, releases: list[str], preset: str, layout_checks: bool, fresh: bool
+    family: str,
+    releases: list[str],
+    preset: str,
+    layout_checks: bool,
+    fresh: bool,
+    testers: str | None = None,
 ) -> list[tuple[dict[str, Any], bytes]]:
-    """The work of one isolated worker: build ``family`` and run :func:`bridge_family` at each
-    release (``fresh``: without the installed generated adapters). Returns, per release, the
+    """The work of one isolated worker: build ``family`` (from its model tester in the
+    Transformers test tree ``testers`` when one is given, at preset ``tester`` or
+    ``tester-scaled``) and run :func:`bridge_family` at each release (``fresh``: without the
+    installed generated adapters). Returns, per release, the
     result as JSON and the captured samples of each op bridged here, ``{op: [Sample]}``
     serialised with ``torch.save`` (read them with :func:`load_samples`: tensors sent between
     processes otherwise need the sending process alive)."""
@@ -355,7 +363,12 @@ def bridge_worker(
     if fresh:
         registry = without_generated(registry)
     try:
-        built = build_family(family, preset=preset_named(preset))
+        if testers is not None:
+            from spyre_adapters.enablement.testers import build_from_tester
+
+            built = build_from_tester(family, Path(testers), scaled=preset != "tester")
+        else:
+            built = build_family(family, preset=preset_named(preset))
     except FamilyBuildError as exc:
         return [
             (

@@ -21,6 +21,7 @@ convolutional stacks such as MobileNet).
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -276,6 +277,14 @@ def _floating_dtype(model: nn.Module) -> torch.dtype:
     return torch.float32
 
 
+def unrun(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``model`` to take the CPU reference with, so that the model handed on has
+    never run: a forward may cache tensors in plain attributes (Mimi's and EnCodec's codebooks
+    keep ``_embed``), which ``.to(device)`` does not move, as a user's model that goes to the
+    device before its first forward would not have them."""
+    return copy.deepcopy(model)
+
+
 def build_family(
     model_type: str,
     *,
@@ -340,7 +349,7 @@ def _build(
         inputs = plan(torch.Generator().manual_seed(seed))
         try:
             with torch.no_grad():
-                out = model(**inputs, **options)
+                out = unrun(model)(**inputs, **options)
             output_name = compared_output_name(out, kind)
             reference = output_named(out, output_name)
         except Exception as exc:

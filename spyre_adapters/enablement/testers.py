@@ -38,7 +38,12 @@ from typing import Any
 
 import torch
 
-from spyre_adapters.enablement.families import BuiltFamily, compared_output_name, judge_reference
+from spyre_adapters.enablement.families import (
+    BuiltFamily,
+    compared_output_name,
+    judge_reference,
+    unrun,
+)
 from spyre_adapters.enablement.family_configs import REALISTIC, TINY, FamilyBuildError, scale_widths
 from spyre_adapters.main_output import output_named
 
@@ -314,7 +319,7 @@ def _build_entry(entry: TesterEntry, *, scaled: bool, seed: int) -> BuiltFamily:
     tensors = {k: v for k, v in tensors.items() if k in parameters or _takes_kwargs(parameters)}
     try:
         with torch.no_grad():
-            out = model(**tensors, **options)
+            out = unrun(model)(**tensors, **options)
         output_name = compared_output_name(out, kind)
         reference = output_named(out, output_name)
     except Exception as exc:

@@ -69,6 +69,23 @@ def test_build_gives_model_inputs_and_reference() -> None:
     assert bool((again - built.reference).abs().max() < 1e-5)
 
 
+def test_the_built_model_has_never_run() -> None:
+    """The reference is taken on a copy: a forward may cache tensors in plain attributes that
+    ``.to(device)`` does not move (Mimi's codebook keeps ``_embed``)."""
+    import torch
+
+    ran: set[int] = set()
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, args, out: ran.add(id(module))
+    )
+    try:
+        built = build_family("gpt2")
+    finally:
+        hook.remove()
+    assert ran  # the reference forward ran, on another module
+    assert not {id(m) for m in built.model.modules()} & ran
+
+
 def test_build_of_an_encoder_compares_hidden_states() -> None:
     built = build_family("vit", preset=TINY)
     assert built.kind == "base"
