@@ -130,6 +130,10 @@ class ModelEdit:
             and isinstance(value, torch.Tensor)
         ):
             module._buffers[name] = value
+        elif not isinstance(old, tuple) and not isinstance(value, (torch.Tensor, nn.Module)):
+            # a plain attribute: what ``nn.Module.__setattr__`` ends up doing, without its
+            # checks (adapters mark every module of a model, once per adapter)
+            object.__setattr__(module, name, value)
         else:
             setattr(module, name, value)
         self._touch(self.path_of(module) if path is None else path)
