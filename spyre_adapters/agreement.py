@@ -65,19 +65,43 @@ def padding_positions(
     inputs: Mapping[str, torch.Tensor], output: torch.Tensor, output_name: str
 ) -> torch.Tensor | None:
     """The unpadded positions of ``output`` (``True`` where compared), from the attention mask
-    of the inputs it was computed from: ``decoder_attention_mask`` for a decoder's output of an
-    encoder-decoder, else ``attention_mask``. ``None`` (compare everything) when there is no
-    such mask, it does not cover the output's leading dims, or it masks every position."""
+        of the inputs it was computed from: ``decoder_attention_mask`` for a decoder's output of an
+        encoder-decoder, else ``attention_mask``. ``None`` (compare everything) when there is no
+        such mask, it does not cover the output's leading dims, or it masks every position. An output
+    sequence shorter than the mask (an audio encoder's subsampling) keeps the frames each row's
+    unpadded prefix reaches (see :func:`_subsampled`)."""
     name = "attention_mask"
     if "decoder_attention_mask" in inputs and not output_name.startswith("encoder"):
         name = "decoder_attention_mask"
     mask = inputs.get(name)
     if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.is_floating_point():
         return None
-    if tuple(output.shape[:2]) != tuple(mask.shape):
+    if output.dim() < 2 or output.shape[0] != mask.shape[0]:
         return None
     keep = mask.detach().cpu() != 0
+    if output.shape[1] != mask.shape[1]:
+        if output.dim() < 3:  # not a sequence of vectors (a pooled [batch, hidden] output)
+            return None
+        subsampled = _subsampled(keep, int(output.shape[1]))
+        if subsampled is None:
+            return None
+        keep = subsampled
     return keep if bool(keep.any()) else None
+
+
+def _subsampled(keep: torch.Tensor, length: int) -> torch.Tensor | None:
+    """The unpadded positions of a sequence subsampled to ``length`` from one whose unpadded
+    positions are ``keep`` (an audio encoder's strided convolutions: ``[B, 1024]`` frames in,
+    ``[B, 128]`` out). Transformers' audio models read such a mask as lengths
+    (``attention_mask.sum(-1)`` through the convolutions' output-length arithmetic), so a row
+    of ``n`` unpadded frames keeps the ``ceil(n * length / frames)`` output frames its first
+    ``n`` frames reach at least partly. ``None`` unless the sequence is shortened."""
+    frames = int(keep.shape[1])
+    if not 0 < length < frames:
+        return None
+    counts = keep.sum(dim=1)
+    reached = (counts * length + frames - 1) // frames
+    return torch.arange(length)[None, :] < reached[:, None]
 
 
 def compare(

@@ -15,6 +15,7 @@ from library_models import apply, base_model, causal_lm, config_for, randomize, 
 
 import spyre_sim
 from spyre_adapters.library import _scoped_modes
+from spyre_adapters.library._stick_folds import StickFolds, folds_to_mm
 from spyre_adapters.library._stick_layout import (
     StickLayout,
     padded_matmul,
@@ -44,6 +45,37 @@ def _seeded(*shape: int, seed: int = 0) -> torch.Tensor:
 def test_padded_matmul_is_the_matmul(a: tuple[int, ...], b: tuple[int, ...]) -> None:
     x, w = _seeded(*a), _seeded(*b, seed=1)
     assert torch.allclose(padded_matmul(x, w), x @ w, atol=1e-6)
+
+
+def test_a_batched_outer_product_that_folds_into_mm_is_padded_on_the_device() -> None:
+    """``[B, F, 1] @ [1, 1, L]`` (Parakeet's relative positions) folds into one ``mm`` with a
+    reduction dim of 1: refused by the device's stick-align rule, missed by ``stick-layout``
+    (``stick-align-padding`` 2.0), padded by ``stick-layout-folds`` (2.1), exact."""
+    a, b = _seeded(3, 16, 1), _seeded(1, 1, 9, seed=1)
+    stock = a @ b
+    with spyre_sim.use_stack("2026.09"):
+        da, db = a.half().to("spyre"), b.half().to("spyre")
+        with pytest.raises(spyre_sim.SpyreLayoutError, match="reduction dim K=1"):
+            da @ db
+        with StickLayout(frozenset({"stick-align"})):
+            with pytest.raises(spyre_sim.SpyreLayoutError, match="reduction dim K=1"):
+                da @ db
+            with StickFolds(frozenset({"stick-align"})):
+                out = (da @ db).cpu().float()
+                assert torch.equal(torch.matmul(da, db).cpu().float(), out)
+    assert out.shape == stock.shape
+    assert torch.allclose(out, stock, atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "mm"),
+    [((13, 128, 1), (1, 1, 255), True), ((13, 128, 32), (32, 40), True),
+     ((3, 128, 32), (3, 32, 40), False), ((2, 13, 128, 1), (1, 1, 1, 255), False), ((5,), (5,), False)],
+)  # fmt: skip
+def test_which_matmuls_fold_into_mm_is_asked_of_pytorch(
+    a: tuple[int, ...], b: tuple[int, ...], mm: bool
+) -> None:
+    assert folds_to_mm(a, b) is mm
 
 
 @pytest.mark.parametrize("stack", ["2026.05", "2026.09"])  # offset slices refused / lowered

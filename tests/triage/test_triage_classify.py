@@ -176,6 +176,28 @@ def test_padded_positions_are_not_compared() -> None:
     assert not compare(reference, output, logits=False, positions=keep).matches
 
 
+def test_padding_positions_of_a_subsampled_sequence() -> None:
+    """An audio encoder's strided convolutions shorten the sequence (Parakeet: 1024 frames in,
+    128 out) and read the mask as lengths: the output frames a row's first ``n`` frames reach
+    are kept, ``n`` its unpadded frames."""
+    from spyre_adapters.agreement import padding_positions
+
+    mask = torch.zeros(3, 16, dtype=torch.long)
+    for row, n in enumerate((16, 9, 8)):
+        mask[row, :n] = 1
+    keep = padding_positions({"attention_mask": mask}, torch.zeros(3, 4, 5), "last_hidden_state")
+    assert keep is not None
+    assert keep.sum(dim=1).tolist() == [4, 3, 2]  # ceil(16/4), ceil(9/4), ceil(8/4)
+    assert keep[1].tolist() == [True, True, True, False]
+    scattered = padding_positions({"attention_mask": mask.flip(1)}, torch.zeros(3, 4, 5), "x")
+    assert scattered is not None
+    assert torch.equal(scattered, keep)
+    # a pooled output or a longer one: everything is compared
+    assert padding_positions({"attention_mask": mask}, torch.zeros(3, 4), "pooler_output") is None
+    longer = torch.zeros(3, 20, 5)
+    assert padding_positions({"attention_mask": mask}, longer, "last_hidden_state") is None
+
+
 def test_padding_positions_of_an_encoder_decoder_and_of_other_outputs() -> None:
     from spyre_adapters.agreement import padding_positions
 
