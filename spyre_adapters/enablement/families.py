@@ -99,6 +99,20 @@ class BuiltFamily:
         :func:`spyre_adapters.agreement.padding_positions` of this family's inputs."""
         return padding_positions(self.inputs, self.reference, self.output_name)
 
+    def irreproducible(self) -> str | None:
+        """Why the CPU reference is not what another CPU forward of the stock model gives
+        (``None``: it is). A forward that draws random numbers (VITS samples its durations and
+        its waveform from noise) has no reference a device run could match: a mismatch of such
+        a family says nothing about the device."""
+        again = self.run(unrun(self.model)).detach().float()
+        if tuple(again.shape) != tuple(self.reference.shape):
+            shapes = f"{list(self.reference.shape)}, then {list(again.shape)}"
+            return f"two CPU forwards of the stock model give outputs of shapes {shapes}"
+        if not torch.allclose(again, self.reference, rtol=1e-4, atol=1e-5, equal_nan=True):
+            worst = float((again - self.reference).abs().nan_to_num(nan=0.0).max())
+            return f"two CPU forwards of the stock model differ (max abs {worst:.3g})"
+        return None
+
 
 # -- enumeration -------------------------------------------------------------------------------
 
