@@ -9,8 +9,9 @@ each result with the CPU kernel of the op on the same values:
   ``spyre-adapters bridge`` when the op stopped the model);
 - **variants** of the first one (:func:`variants`): the same shapes with fresh random values,
   with special values (zeros, signed zeros, the extremes of the range, infinities, NaN, ties),
-  every size above one doubled, every such size plus one, and another dtype (bfloat16 for
-  half-precision inputs where the release stores it, int64 for int32 inputs).
+  every size above one doubled, every such size plus one, another dtype (bfloat16 for
+  half-precision inputs where the release stores it, int64 for int32 inputs), and, for a call
+  of several tensors, each 1-D one left empty (a table with no entries).
 
 The reference is the CPU kernel on the values **as the device holds them** (each sample moved
 to the device and back, so DL16 rounding and saturation are the same on both sides), through
@@ -304,6 +305,16 @@ def variants(sample: Sample, *, seed: int = 0, bf16: bool = True) -> list[Sample
                 lambda t: fresh(t).to(torch.int64) if t.dtype is torch.int32 else fresh(t),
             )
         )
+    if len(tensors) > 1:
+        # a lookup table, sorted sequence or index list left empty: the edge case where
+        # decompositions take a shortcut (PyTorch's bucketize returns zeros of the input's
+        # floating dtype for no boundaries, where the kernel returns int64)
+        for number, table in enumerate(tensors, 1):
+            if table.dim() == 1 and table.numel() > 0:
+                label = f"empty 1-D argument {number}"
+                out.append(
+                    _remap(sample, label, lambda t, e=table: t[:0].clone() if t is e else fresh(t))  # type: ignore[misc]
+                )
     return out
 
 
