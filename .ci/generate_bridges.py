@@ -107,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     captures = _captures(args.samples or [])
     if captures is not None and args.op:
         captures = {op: found for op, found in captures.items() if op in args.op}
-    if args.load:
-        rows, samples = _load(args.load)
+
+    def planned(rows: list[dict[str, Any]], samples: dict[str, list[Any]]) -> int:
+        """Plan and write the versions of the loops' rows and samples (``--op``: its only)."""
         return write(
             rows,
             _only(samples, args.op),
@@ -116,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             captures=captures,
             keep_samples=args.testers is not None,
         )
+
+    if args.load:
+        return planned(*_load(args.load))
     if not args.family and args.sweep is None:
         if captures is not None:
             return write([], {}, dry_run=args.dry_run, captures=captures)
@@ -170,13 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         args.save.mkdir(parents=True, exist_ok=True)
         (args.save / "rows.json").write_text(json.dumps(rows, indent=1), "utf-8")
         torch.save(samples, args.save / "samples.pt")
-    return write(
-        rows,
-        _only(samples, args.op),
-        dry_run=args.dry_run,
-        captures=captures,
-        keep_samples=args.testers is not None,
-    )
+    return planned(rows, samples)
 
 
 def _captures(folders: list[Path]) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from spyre_adapters.library._scoped_modes import register_kind
-from spyre_adapters.library._stick_layout import STICK, padded_matmul
+from spyre_adapters.library._stick_layout import STICK, _floating, padded_matmul
 
 __all__ = ["KIND", "StickFolds", "folds_to_mm"]
 
@@ -51,10 +51,6 @@ def folds_to_mm(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     with _disable_current_modes(), torch._C.DisableTorchFunction(), _ReachesMm() as seen:
         torch.matmul(torch.empty(a, device="meta"), torch.empty(b, device="meta"))
     return bool(seen.mm)
-
-
-def _floating(x: Any) -> bool:
-    return isinstance(x, torch.Tensor) and x.is_floating_point()
 
 
 class StickFolds(TorchFunctionMode):
