@@ -10,6 +10,10 @@ whether the process imported torch or Transformers.
     python benchmarks/bench_cli.py --repeat 9 --json
     python benchmarks/bench_cli.py --no-bytecode  # no bytecode caches written
 
+``list``, ``pin`` and ``check`` keep what parsing the adapters' files gives in the user's parse
+cache (``spyre_adapters._user_cache``): they are measured with it warm, as every call after a
+user's first runs, and again with it off (``SPYRE_ADAPTERS_CACHE_DIR=off``), as a first call runs.
+
 The processes run as an installed package runs: with its bytecode caches (pip compiles a
 wheel's modules on install), written by a warm-up round when missing, even where the calling
 environment sets ``PYTHONDONTWRITEBYTECODE``. ``--no-bytecode`` measures the other case (a
@@ -65,15 +69,21 @@ REFERENCES = {
 
 
 _ENV = {**os.environ, "NO_COLOR": "1"}
+CACHE_ENV = "SPYRE_ADAPTERS_CACHE_DIR"  # spyre_adapters._user_cache: not imported here
 
 
-def _time(code: str) -> tuple[float, str]:
+# the commands that parse the adapters' files, measured also with the parse cache off
+_UNCACHED = ("list", "pin", "check")
+_NO_CACHE = " (no parse cache)"
+
+
+def _time(code: str, env: dict[str, str] | None = None) -> tuple[float, str]:
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env=_ENV,
+        env={**_ENV, **(env or {})},
         check=False,
     )
     return time.perf_counter() - start, done.stderr
@@ -93,16 +103,23 @@ def main(argv: list[str] | None = None) -> int:
         _ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     with tempfile.TemporaryDirectory() as tmp:
         lock = Path(tmp) / "bench.lock"
+        # a parse cache of the run's own, filled by the warm-up round as a user's first call
+        # fills theirs; the _UNCACHED commands run a second time with it off
+        _ENV[CACHE_ENV] = str(Path(tmp) / "cache")
         runs = {name: _RUN.format(argv=argv) for name, argv in commands(lock).items()}
+        envs: dict[str, dict[str, str]] = {name: {} for name in runs}
+        for name in _UNCACHED:
+            runs[name + _NO_CACHE] = runs[name]
+            envs[name + _NO_CACHE] = {CACHE_ENV: "off"}
         runs.update(REFERENCES)
         times: dict[str, list[float]] = {name: [] for name in runs}
         imported: dict[str, tuple[bool, bool]] = {}
         _time(runs["pin"])  # the lock `check` reads; also warms the file cache
-        for code in runs.values():  # writes the bytecode caches an installed package has
-            _time(code)
+        for name, code in runs.items():  # writes the bytecode caches an installed package has
+            _time(code, envs.get(name))
         for _ in range(args.repeat):
             for name, code in runs.items():
-                seconds, err = _time(code)
+                seconds, err = _time(code, envs.get(name))
                 times[name].append(seconds)
                 for line in err.splitlines():
                     if line.startswith("IMPORTED "):

@@ -9,6 +9,7 @@ The checks return ``(key, message)`` problems of the manifest: ``entry_point`` o
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spyre_adapters._locate import locate_module
+from spyre_adapters._user_cache import parse_cache
 
 if TYPE_CHECKING:
     from spyre_adapters._manifest_model import Bridge
@@ -102,9 +104,28 @@ def binds_at_top_level(origin: str | None, name: str) -> bool | None:
     if origin is None or not origin.endswith(".py"):
         return None
     try:
-        tree = ast.parse(Path(origin).read_bytes(), filename=origin)
-    except (OSError, SyntaxError, ValueError):
+        data = Path(origin).read_bytes()
+    except OSError:
+        return None
+    names = _top_level_names(data, origin)
+    if names is None or "__getattr__" in names:
         return None  # the import check of a process that loads the adapter says more
+    return name in names
+
+
+def _top_level_names(data: bytes, origin: str) -> frozenset[str] | None:
+    """The names a source binds at module level (``None`` when it does not parse), from the
+    user's parse cache when it has them."""
+    key = hashlib.sha256(data).hexdigest()
+    cache = parse_cache()
+    entry = cache.get(key)
+    kept = entry.get("top-level") if entry is not None else None
+    if isinstance(kept, list) and all(isinstance(n, str) for n in kept):
+        return frozenset(kept)
+    try:
+        tree = ast.parse(data, filename=origin)
+    except (SyntaxError, ValueError):
+        return None
     names: set[str] = set()
     pending: list[ast.stmt] = list(tree.body)
     while pending:
@@ -125,6 +146,5 @@ def binds_at_top_level(origin: str | None, name: str) -> bool | None:
                         pending.extend(child.body)
                     else:
                         pending.append(child)
-    if "__getattr__" in names:
-        return None
-    return name in names
+    cache.put(key, "top-level", sorted(names))
+    return frozenset(names)

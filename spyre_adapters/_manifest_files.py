@@ -7,6 +7,8 @@ files declaring the same version) in one :class:`~spyre_adapters.errors.Manifest
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,9 +18,10 @@ from packaging.version import InvalidVersion, Version
 
 from spyre_adapters._manifest_model import Manifest
 from spyre_adapters._manifest_parse import parse_manifest
+from spyre_adapters._user_cache import parse_cache
 from spyre_adapters.errors import ManifestError, Problem
 from spyre_adapters.stacks import CatalogueLike
-from spyre_sim.problems import read_toml_file
+from spyre_sim.problems import read_toml, read_toml_file
 
 if sys.version_info >= (3, 11):
     from importlib.resources.abc import Traversable
@@ -30,9 +33,41 @@ __all__ = ["load_manifest", "load_manifests"]
 
 
 def _read(file: Traversable, where: str) -> tuple[dict[str, Any] | None, str, list[Problem]]:
+    """The manifest document of ``file``, its sha256 and the problems of reading it. A parsed
+    document is kept in the user's parse cache by the file's sha256 (JSON holds every value a
+    manifest has; a document with other TOML values, such as dates, is not kept)."""
+    try:
+        raw = file.read_bytes()
+    except OSError:
+        return _read_parsed(file, where)
+    digest = hashlib.sha256(raw).hexdigest()
+    cache = parse_cache()
+    entry = cache.get(digest)
+    kept = entry.get("toml") if entry is not None else None
+    if isinstance(kept, dict):
+        return kept, digest, []
+    doc, problems = read_toml(raw, where)
+    if doc is not None and _plain(doc):
+        cache.put(digest, "toml", json.loads(json.dumps(doc)))  # a copy: doc is handed on
+    return doc, digest, problems
+
+
+def _read_parsed(file: Traversable, where: str) -> tuple[dict[str, Any] | None, str, list[Problem]]:
     raw, doc, problems = read_toml_file(file, where)
     digest = hashlib.sha256(raw).hexdigest() if raw or doc is not None else ""
     return doc, digest, problems
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` comes back from JSON as it is (strings, ints, bools, lists, tables;
+    floats only when finite)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (str, int, bool))
 
 
 def _layout_problems(
@@ -185,6 +220,7 @@ def load_manifests(
             continue
         seen[manifest.key] = where
         manifests.append(manifest)
+    parse_cache().save()
     if problems:
         raise ManifestError(problems)
     return manifests

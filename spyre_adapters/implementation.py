@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spyre_adapters._locate import locate_module, module_file
+from spyre_adapters._user_cache import parse_cache
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 
@@ -217,7 +218,8 @@ def _file_digest(path: Path, code_only: bool) -> bytes:
 
 
 # Parsing is what costs (a lock of 50 built-ins reads their shared modules many times): both
-# memos are keyed by the file's bytes (their sha256), so an edited file is parsed again.
+# memos are keyed by the file's bytes (their sha256), so an edited file is parsed again; the
+# user's parse cache (spyre_adapters._user_cache) keeps their results across processes.
 _CODE_DIGESTS: dict[bytes, bytes] = {}
 _IMPORTS: dict[tuple[bytes, str], tuple[frozenset[str], tuple[str, ...]]] = {}
 
@@ -228,7 +230,15 @@ _TREES: dict[bytes, ast.Module | None] = {}
 def _code_digest(raw: bytes, data: bytes) -> bytes:
     found = _CODE_DIGESTS.get(raw)
     if found is None:
-        found = _CODE_DIGESTS[raw] = hashlib.sha256(code_of(data, _tree(raw, data))).digest()
+        cache = parse_cache()
+        entry = cache.get(raw.hex())
+        kept = entry.get("code") if entry is not None else None
+        if isinstance(kept, str):
+            found = bytes.fromhex(kept)
+        else:
+            found = hashlib.sha256(code_of(data, _tree(raw, data))).digest()
+            cache.put(raw.hex(), "code", found.hex())
+        _CODE_DIGESTS[raw] = found
     return found
 
 
@@ -353,6 +363,7 @@ def implementation_sha256(manifest: Manifest) -> str:
     digest = hashlib.sha256()
     for label, path in files:
         digest.update(label.encode() + b"\0" + _file_digest(path, code_only))
+    parse_cache().save()
     return digest.hexdigest()
 
 
@@ -390,13 +401,31 @@ def _imports(source: Path, package: str) -> set[str]:
     raw = hashlib.sha256(data).digest()
     parsed = _IMPORTS.get((raw, package))
     if parsed is None:
-        tree = _tree(raw, data)
-        if tree is None:
-            tree = ast.parse(data, filename=str(source))  # raises the SyntaxError, with the file
-        parsed = _IMPORTS[(raw, package)] = _parse_imports(tree, package)
+        parsed = _IMPORTS[(raw, package)] = _cached_imports(source, raw, data, package)
     names, own = parsed
     # whether ``X.y`` is a module is the file system's answer, asked each time
     return set(names) | {c for c in own if _source_of(c) is not None}
+
+
+def _cached_imports(
+    source: Path, raw: bytes, data: bytes, package: str
+) -> tuple[frozenset[str], tuple[str, ...]]:
+    """:func:`_parse_imports` of the file, from the user's parse cache when it has them."""
+    cache, field = parse_cache(), f"imports:{package}"
+    entry = cache.get(raw.hex())
+    kept = entry.get(field) if entry is not None else None
+    if (
+        isinstance(kept, list)
+        and len(kept) == 2
+        and all(isinstance(part, list) and all(isinstance(n, str) for n in part) for part in kept)
+    ):
+        return frozenset(kept[0]), tuple(kept[1])
+    tree = _tree(raw, data)
+    if tree is None:
+        tree = ast.parse(data, filename=str(source))  # raises the SyntaxError, with the file
+    names, own = _parse_imports(tree, package)
+    cache.put(raw.hex(), field, [sorted(names), list(own)])
+    return names, own
 
 
 def _parse_imports(tree: ast.Module, package: str) -> tuple[frozenset[str], tuple[str, ...]]:

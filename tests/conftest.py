@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -11,6 +13,10 @@ import pytest
 # first imported inside them, and torch's C extension cannot be imported twice in a process:
 # load it here, in the outer process, before any such run.
 import torch
+
+# the user's parse cache (spyre_adapters._user_cache) of the suite and of the processes it starts
+# lives in a folder of its own, never in the user's ~/.cache
+os.environ.setdefault("SPYRE_ADAPTERS_CACHE_DIR", tempfile.mkdtemp(prefix="spyre-adapters-cache-"))
 
 # tests/data holds inputs of the tests (a model test tree among them), not tests of this project
 collect_ignore_glob = ["data/*"]

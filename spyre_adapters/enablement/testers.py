@@ -91,13 +91,13 @@ def prepared_tree(tree: Path) -> Path:
     if (tree / "src" / "transformers" / "__init__.py").is_file():
         return tree
     import hashlib
-    import os
 
     import transformers
 
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    from spyre_adapters._user_cache import cache_root
+
     key = hashlib.sha256(f"{tree}:{transformers.__file__}".encode()).hexdigest()[:16]
-    root = base / "spyre-adapters" / f"testers-{key}"
+    root = cache_root() / f"testers-{key}"
     links = {
         root / "tests": tree / "tests",
         root / "utils": tree / "utils",

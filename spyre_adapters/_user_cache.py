@@ -1,0 +1,112 @@
+"""The user cache of spyre-adapters: where it is, and the parse results kept in it.
+
+``$SPYRE_ADAPTERS_CACHE_DIR``, else ``$XDG_CACHE_HOME/spyre-adapters``, else
+``~/.cache/spyre-adapters``. ``SPYRE_ADAPTERS_CACHE_DIR=off`` (or empty) turns the persistent
+parse cache off; nothing the project computes depends on it being there.
+
+:class:`ParseCache` keeps, across processes, what hashing an adapter's implementation costs: a
+Python file's code digest (:func:`spyre_adapters.implementation.code_of`) and the modules it
+imports. Parsing and walking the syntax trees of some 80 adapter modules is a quarter of what
+``pin`` and ``check`` spend. Entries are keyed by the sha256 of the file's bytes and by the
+Python version that parsed them, so an edited file is a miss, never a stale answer; the file is
+written atomically (a temporary file renamed over it), and an unreadable, corrupt or unwritable
+cache is the same as none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CACHE_ENV", "ParseCache", "cache_root", "parse_cache"]
+
+CACHE_ENV = "SPYRE_ADAPTERS_CACHE_DIR"
+_OFF = {"", "off", "0", "none", "false"}
+#: Entries kept: the newest first used; a checkout's adapters are under 200 files.
+_LIMIT = 4000
+#: Bump when what an entry holds, or how it is computed, changes.
+_FORMAT = 1
+
+
+def cache_root() -> Path:
+    """The user cache folder of spyre-adapters (see the module docstring); not created."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen is not None and chosen.strip().lower() not in _OFF:
+        return Path(chosen).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "spyre-adapters"
+
+
+def _enabled() -> bool:
+    chosen = os.environ.get(CACHE_ENV)
+    return chosen is None or chosen.strip().lower() not in _OFF
+
+
+class ParseCache:
+    """Parse results by file content (see the module docstring). ``get`` and ``put`` work in
+    memory; ``save`` writes the file when something was added."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._dirty = False
+        if path is not None:
+            self._entries = self._read(path)
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        entries = data.get("entries") if isinstance(data, dict) else None
+        if not isinstance(entries, dict) or data.get("format") != _FORMAT:
+            return {}
+        return {k: v for k, v in entries.items() if isinstance(v, dict)}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self._entries.get(key)
+
+    def put(self, key: str, field: str, value: Any) -> None:
+        """Record ``field`` of the entry ``key`` (a file's content digest)."""
+        entry = self._entries.setdefault(key, {})
+        if entry.get(field) != value:
+            entry[field] = value
+            self._dirty = True
+
+    def save(self) -> None:
+        """Write the cache if an entry was added (atomically; failures are ignored)."""
+        if not self._dirty or self.path is None:
+            return
+        self._dirty = False
+        entries = dict(list(self._entries.items())[-_LIMIT:])
+        payload = json.dumps({"format": _FORMAT, "entries": entries}, separators=(",", ":"))
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".parse-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(payload)
+                os.replace(tmp, self.path)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+_CACHES: dict[Path | None, ParseCache] = {}
+
+
+def parse_cache() -> ParseCache:
+    """The parse cache of this process for the current cache folder (an in-memory one when
+    the persistent cache is off)."""
+    impl = sys.implementation
+    path = cache_root() / f"parse-{impl.cache_tag or impl.name}.json" if _enabled() else None
+    cache = _CACHES.get(path)
+    if cache is None:
+        cache = _CACHES[path] = ParseCache(path)
+    return cache
