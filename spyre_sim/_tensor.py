@@ -54,6 +54,19 @@ class SpyreTensor(torch.Tensor):
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
+    @property
+    def data(self) -> torch.Tensor:
+        return torch._C.TensorBase.data.__get__(self)  # type: ignore[attr-defined,no-any-return]
+
+    @data.setter
+    def data(self, value: torch.Tensor) -> None:
+        """``t.data = other``: ``t`` takes ``other``'s shape, dtype and values (its host storage,
+        shared, as a host tensor's storage is). PyTorch's own setter changes only the wrapper's
+        metadata: without this, ``resize_token_embeddings`` of a model on the device kept the
+        old rows under the new shape."""
+        torch._C.TensorBase.data.__set__(self, value)  # type: ignore[attr-defined]
+        self._host = value._host if type(value) is SpyreTensor else value
+
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         text = repr(self._host)
         if text.endswith(")"):

@@ -73,6 +73,24 @@ def test_model_to_then_half(spyre: ModuleType) -> None:
     assert out.dtype == torch.float16
 
 
+def test_assigning_data_replaces_shape_dtype_and_values(spyre: ModuleType) -> None:
+    """``t.data = other`` (how Transformers' ``resize_token_embeddings`` swaps a weight in
+    place): the device tensor reads ``other``'s values afterwards, not its old ones under the
+    new shape."""
+    weight = torch.nn.Parameter(torch.zeros(3, 2, dtype=torch.float16).to("spyre"))
+    bigger = torch.arange(10, dtype=torch.float16).view(5, 2).to("spyre")
+    weight.data = bigger
+    assert weight.shape == weight.data.shape == (5, 2)
+    assert torch.equal(weight.cpu(), torch.arange(10, dtype=torch.float16).view(5, 2))
+    bigger.add_(1)  # the storage is shared, as on the host
+    assert torch.equal(weight.cpu(), torch.arange(1, 11, dtype=torch.float16).view(5, 2))
+    model = torch.nn.Embedding(4, 2).half().to("spyre")
+    model.weight.data = model.weight.data[:3].clone()
+    assert model.weight.cpu().shape == (3, 2)
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        weight.data = torch.zeros(5, 2, dtype=torch.float16)  # a host tensor
+
+
 def test_memory_allocated_counts_each_storage_once(spyre: ModuleType) -> None:
     before = torch.spyre.memory_allocated()
     t = torch.empty(1024, dtype=torch.float16, device="spyre")
