@@ -125,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         totals = [r[1] for r in rows]
         ratio = statistics.median(r[1] / r[2] for r in rows)
-        ended = sum(1 for r in rows if r[3] in ("runs", "bridged", "unbridged", "mismatch"))
+        ended = sum(
+            1 for r in rows if r[3] in ("runs", "bridged", "unbridged", "mismatch", "not-judged")
+        )
         print(
             f"\n{len(rows)} families at {args.stack}{' (hand-written adapters only)' if args.fresh else ''}: "
             f"triage + bridge median {statistics.median(totals):.1f} s, max {max(totals):.1f} s "

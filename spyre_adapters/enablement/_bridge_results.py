@@ -84,7 +84,8 @@ class BridgeResult:
     ``runs`` (runs and matches the CPU with what is installed: nothing new to bridge),
     ``mismatch`` (runs with the bridges but does not match the CPU), ``unbridged`` (something
     could not be bridged: see ``unbridged``), ``reuse-failed`` (an installed bridge does not
-    hold on this family's arguments).
+    hold on this family's arguments), ``not-judged`` (runs, but the CPU reference does not
+    reproduce: two CPU forwards of the stock model differ, so no device run could match it).
     """
 
     family: str

@@ -149,6 +149,10 @@ def bridge_family(
         rounds=rounds,
     )
     result.outcome, result.detail = _outcome(result, run, current is target)
+    if result.outcome == "mismatch":
+        unjudged = built.not_judged(result.detail)
+        if unjudged is not None:
+            result.outcome, result.detail = "not-judged", unjudged
     result.seconds = time.perf_counter() - start
     return result
 

@@ -113,6 +113,15 @@ class BuiltFamily:
             return f"two CPU forwards of the stock model differ (max abs {worst:.3g})"
         return None
 
+    def not_judged(self, mismatch: str) -> str | None:
+        """What to report for a device run that did not match the CPU reference (described by
+        ``mismatch``) when that reference does not reproduce (:meth:`irreproducible`); ``None``
+        when it does, and the mismatch stands. Triage and the bridge loop both say it so."""
+        why = self.irreproducible()
+        if why is None:
+            return None
+        return f"not judged: {why} (its forward draws random numbers); {mismatch}"
+
 
 # -- enumeration -------------------------------------------------------------------------------
 

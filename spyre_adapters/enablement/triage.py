@@ -107,10 +107,9 @@ def triage(
     bridging = _bridging(registry, met)
     category, detail = classify(stock, adapted, bridging)
     if category is Category.MISMATCH:
-        why = built.irreproducible()
-        if why is not None:
-            category = Category.REFERENCE_FAILED
-            detail = f"not judged: {why} (its forward draws random numbers); {detail}"
+        unjudged = built.not_judged(detail)
+        if unjudged is not None:
+            category, detail = Category.REFERENCE_FAILED, unjudged
     final = adapted if adapted is not None else stock
     blockers = [] if category.enabled else [h for h in final.gaps if h.raised]
     checks: list[VariantCheck] = []

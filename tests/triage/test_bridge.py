@@ -209,3 +209,15 @@ def test_a_release_that_lowers_the_op_retires_its_bridge_proved_by_audit_verify(
     verdict = verify_adapter(row.manifest, release, registry)
     assert verdict.outcome is Outcome.VERIFIED, verdict.detail
     assert any(c.family == "t5" and c.passed for c in verdict.families)
+
+
+def test_a_mismatch_of_a_forward_that_draws_random_numbers_is_not_judged() -> None:
+    """As in triage: the bridge loop does not report a family whose CPU reference does not
+    reproduce as a mismatch of the device."""
+    from triage_standins import noisy_family
+
+    noisy = bridge_family(noisy_family(noisy=True), "2026.09")
+    assert noisy.outcome == "not-judged"
+    assert noisy.detail.startswith("not judged: two CPU forwards of the stock model differ")
+    assert not noisy.enabled
+    assert bridge_family(noisy_family(noisy=False), "2026.09").outcome in ("runs", "bridged")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 
@@ -219,40 +217,17 @@ def test_padding_positions_of_an_encoder_decoder_and_of_other_outputs() -> None:
     assert padding_positions({"attention_mask": torch.tensor([[0, 0, 0]])}, out, "x") is None
 
 
-class _Noisy(torch.nn.Module):
-    """A forward that draws random numbers (as VITS samples its durations and waveform)."""
-
-    def __init__(self, noisy: bool) -> None:
-        super().__init__()
-        self.proj = torch.nn.Linear(64, 64)
-        self.noisy = noisy
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.proj(x)
-        return h + torch.randn_like(h) if self.noisy else h
-
-
-def _built(noisy: bool) -> Any:
-    from spyre_adapters.enablement.families import BuiltFamily
-    from spyre_adapters.enablement.family_configs import REALISTIC
-
-    torch.manual_seed(0)
-    model = _Noisy(noisy).eval()
-    x = torch.randn(2, 64, 64)
-    with torch.no_grad():
-        reference = model(x)
-    return BuiltFamily("noisy", REALISTIC, None, model, {"x": x}, "base", "x", reference, {})
-
-
 def test_a_mismatch_of_a_forward_that_draws_random_numbers_is_not_judged() -> None:
+    from triage_standins import noisy_family
+
     from spyre_adapters.enablement.results import Category
     from spyre_adapters.enablement.triage import triage
 
-    noisy = _built(noisy=True)
+    noisy = noisy_family(noisy=True)
     assert noisy.irreproducible() is not None
     result = triage(noisy, "2026.09", list_all_gaps=False)
     assert result.category is Category.REFERENCE_FAILED
     assert "two CPU forwards of the stock model differ" in result.detail
-    steady = _built(noisy=False)
+    steady = noisy_family(noisy=False)
     assert steady.irreproducible() is None
     assert triage(steady, "2026.09", list_all_gaps=False).category.enabled

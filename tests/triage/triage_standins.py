@@ -7,6 +7,8 @@ import signal
 import time
 from typing import Any
 
+import torch
+
 from spyre_adapters.enablement.results import Category, TriageResult
 
 #: The category each stand-in family reports, at every release.
@@ -67,3 +69,29 @@ def mixed_worker(
     return [
         TriageResult(family, r, preset, Category.NATIVE, "stand-in").to_json() for r in releases
     ]
+
+
+class _Noisy(torch.nn.Module):
+    """A forward that draws random numbers (as VITS samples its durations and waveform)."""
+
+    def __init__(self, noisy: bool) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 64)
+        self.noisy = noisy
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        return h + torch.randn_like(h) if self.noisy else h
+
+
+def noisy_family(noisy: bool) -> Any:
+    """A built family whose forward draws random numbers when ``noisy``."""
+    from spyre_adapters.enablement.families import BuiltFamily
+    from spyre_adapters.enablement.family_configs import REALISTIC
+
+    torch.manual_seed(0)
+    model = _Noisy(noisy).eval()
+    x = torch.randn(2, 64, 64)
+    with torch.no_grad():
+        reference = model(x)
+    return BuiltFamily("noisy", REALISTIC, None, model, {"x": x}, "base", "x", reference, {})
