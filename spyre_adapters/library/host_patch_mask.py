@@ -74,11 +74,9 @@ class HostPatchMaskMode(TorchFunctionMode):
         kwargs = kwargs or {}
         flat, _ = tree_flatten((args, kwargs))
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-        name = getattr(func, "__name__", "")
         if (
             not tensors
-            or name.endswith("_")
-            or name == "__setitem__"
+            or _writes(getattr(func, "__name__", ""))
             or not all(self._derived(t) for t in tensors)
             or tensors[0].device.type == "cpu"
         ):
@@ -97,6 +95,24 @@ class HostPatchMaskMode(TorchFunctionMode):
             return moved
 
         return tree_map(back, result)
+
+
+def _writes(name: str) -> bool:
+    """Whether the torch function ``name`` writes into its first argument: ``add_``,
+    ``__iadd__``, ``__setitem__`` (``__add__`` and ``__getitem__`` do not)."""
+    if name.startswith("__") and name.endswith("__"):
+        return name == "__setitem__" or name[2:-2] in _AUGMENTED
+    return name.endswith("_")
+
+
+#: The operators whose augmented assignment (``__iadd__``) writes in place.
+_AUGMENTED = frozenset(
+    f"i{op}"
+    for op in (
+        "add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift",
+        "and", "or", "xor",
+    )
+)  # fmt: skip
 
 
 def _has_parameter(fn: types.FunctionType) -> bool:

@@ -116,6 +116,7 @@ def test_runs_on_the_device_where_the_stock_model_fails(model_type: str) -> None
     assert cos > 0.99
 
 
+@pytest.mark.filterwarnings("ignore::spyre_sim.SpyreDowncastWarning")  # the sum is int64
 def test_the_mode_hosts_only_the_mask_and_what_is_derived_from_it() -> None:
     hosted: list[str] = []
 
@@ -134,13 +135,16 @@ def test_the_mode_hosts_only_the_mask_and_what_is_derived_from_it() -> None:
         with Spy(mask):
             grid = mask.reshape(-1, 8, 8)  # hosted: on the device a sub-stick split
             total = grid.sum()  # hosted: derived from the mask alone
+            shifted = mask + 1  # hosted (as Tensor.add): an operator is no write
             mixed = floats * mask  # passes through: a float operand
             unrelated = other.reshape(-1, 2)  # passes through: not the mask
             grid.add_(1)  # in place: passes through, the write must reach grid
-    assert hosted == ["reshape", "sum"]
+            grid += 1  # so does an augmented assignment
+    assert hosted == ["reshape", "sum", "add"]
     assert grid.device.type == "spyre"
     assert total.device.type == "spyre"
-    assert torch.equal(grid.cpu(), torch.tensor([[1, 0, 0, 1] * 16]).reshape(-1, 8, 8) + 1)
+    assert torch.equal(grid.cpu(), torch.tensor([[1, 0, 0, 1] * 16]).reshape(-1, 8, 8) + 2)
+    assert torch.equal(shifted.cpu(), torch.tensor([[2, 1, 1, 2] * 16], dtype=torch.int32))
     assert int(total.cpu()) == 32
     assert mixed.device.type == "spyre"
     assert unrelated.shape == (32, 2)
