@@ -14,6 +14,7 @@ run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 import warnings
@@ -85,10 +86,15 @@ class _Passthrough(torch.Tensor):
             return x
 
         out = func(*unwrap(tuple(args)), **{k: unwrap(v) for k, v in (kwargs or {}).items()})
-        if isinstance(out, torch.Tensor):
-            return _Passthrough(out)
-        if isinstance(out, (list, tuple)):
-            return type(out)(_Passthrough(o) if isinstance(o, torch.Tensor) else o for o in out)
+        # under inference_mode a view of a normal tensor must be a normal tensor (autograd's
+        # view kernel gives it the base's version counter), as spyre_sim's views are
+        base = next((a for a in args if type(a) is _Passthrough), None)
+        normal = getattr(func, "is_view", False) and base is not None and not base.is_inference()
+        with torch.inference_mode(False) if normal else contextlib.nullcontext():
+            if isinstance(out, torch.Tensor):
+                return _Passthrough(out)
+            if isinstance(out, (list, tuple)):
+                return type(out)(_Passthrough(o) if isinstance(o, torch.Tensor) else o for o in out)
         return out
 
 

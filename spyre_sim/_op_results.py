@@ -70,7 +70,21 @@ def _store_one(how: int, args: Sequence[Any], out: torch.Tensor, rounds: bool) -
                 _adopt_metadata(target, out)
             return target  # in-place ops and out= return the tensor they wrote
         return wrap(out)
-    return wrap(out)  # a view: never rounded
+    # a view: never rounded. Under inference_mode a view of a normal tensor is a normal tensor:
+    # autograd's view kernel then gives it the base's version counter, which a wrapper made
+    # as an inference tensor cannot take ("Cannot set version_counter for inference tensor")
+    if torch.is_inference_mode_enabled() and _normal_base(args):
+        with torch.inference_mode(False):
+            return wrap(out)
+    return wrap(out)
+
+
+def _normal_base(args: Sequence[Any]) -> bool:
+    """The viewed input (the op's first device tensor) is not an inference tensor."""
+    for arg in args:
+        if type(arg) is SpyreTensor:
+            return not arg.is_inference()
+    return False
 
 
 def _adopt_metadata(target: SpyreTensor, host: torch.Tensor) -> None:

@@ -139,6 +139,37 @@ def test_inference_mode_and_no_grad(spyre: ModuleType) -> None:
     assert torch.equal(a, b)
 
 
+def test_views_of_normal_tensors_under_inference_mode(spyre: ModuleType) -> None:
+    """A buffer made before ``inference_mode`` (a rotary embedding's ``inv_freq``) viewed inside
+    it: a normal tensor, as on the host (it used to raise "Cannot set version_counter for
+    inference tensor", so no Llama ran on the device under ``torch.inference_mode()``)."""
+    module = torch.nn.Module()
+    module.register_buffer("inv_freq", torch.arange(64, dtype=torch.float16), persistent=False)
+    module.to("spyre")
+    with torch.inference_mode():
+        view = module.inv_freq[None, :, None].expand(2, -1, 1)
+        made_inside = torch.ones(64, dtype=torch.float16, device="spyre")[None]
+        pieces = module.inv_freq.view(1, 64).expand(2, 64).unbind(0)
+    assert not view.is_inference()
+    assert made_inside.is_inference()
+    assert not any(p.is_inference() for p in pieces)
+    assert torch.equal(view.cpu()[1, :, 0], torch.arange(64, dtype=torch.float16))
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=1,
+        num_key_value_heads=1, vocab_size=128,
+    )  # fmt: skip
+    model = LlamaForCausalLM(config).eval().half()
+    ids = torch.tensor([[1, 5, 9, 3]])
+    with torch.no_grad():
+        expected = model(ids).logits
+    model.to("spyre")
+    with spyre.configure(layout_checks=False), torch.inference_mode():
+        logits = model(ids.to("spyre")).logits.cpu()
+    assert torch.allclose(logits.float(), expected.float(), atol=0.05, rtol=0.05)
+
+
 def test_in_place_and_out_return_the_written_tensor(spyre: ModuleType) -> None:
     a = torch.ones(4, 64, dtype=torch.float16, device="spyre")
     out = torch.empty(4, 64, dtype=torch.float16, device="spyre")
