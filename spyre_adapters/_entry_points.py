@@ -118,8 +118,7 @@ def _top_level_names(data: bytes, origin: str) -> frozenset[str] | None:
     user's parse cache when it has them."""
     key = hashlib.sha256(data).hexdigest()
     cache = parse_cache()
-    entry = cache.get(key)
-    kept = entry.get("top-level") if entry is not None else None
+    kept = cache.lookup(key, "top-level")
     if isinstance(kept, list) and all(isinstance(n, str) for n in kept):
         return frozenset(kept)
     try:

@@ -42,8 +42,7 @@ def _read(file: Traversable, where: str) -> tuple[dict[str, Any] | None, str, li
         return _read_parsed(file, where)
     digest = hashlib.sha256(raw).hexdigest()
     cache = parse_cache()
-    entry = cache.get(digest)
-    kept = entry.get("toml") if entry is not None else None
+    kept = cache.lookup(digest, "toml")
     if isinstance(kept, dict):
         return kept, digest, []
     doc, problems = read_toml(raw, where)

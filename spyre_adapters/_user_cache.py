@@ -33,18 +33,23 @@ _LIMIT = 4000
 _FORMAT = 1
 
 
+def _chosen() -> tuple[bool, str | None]:
+    """Whether ``$SPYRE_ADAPTERS_CACHE_DIR`` leaves the parse cache on, and the folder it
+    names (``None``: unset, or set to turn the cache off)."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen is None:
+        return True, None
+    off = chosen.strip().lower() in _OFF
+    return not off, None if off else chosen
+
+
 def cache_root() -> Path:
     """The user cache folder of spyre-adapters (see the module docstring); not created."""
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen is not None and chosen.strip().lower() not in _OFF:
-        return Path(chosen).expanduser()
+    folder = _chosen()[1]
+    if folder is not None:
+        return Path(folder).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "spyre-adapters"
-
-
-def _enabled() -> bool:
-    chosen = os.environ.get(CACHE_ENV)
-    return chosen is None or chosen.strip().lower() not in _OFF
 
 
 class ParseCache:
@@ -71,6 +76,12 @@ class ParseCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self._entries.get(key)
+
+    def lookup(self, key: str, field: str) -> Any:
+        """``field`` of the entry ``key`` (``None`` when either is missing); callers check the
+        value's type, since the file may have been written by anything."""
+        entry = self._entries.get(key)
+        return entry.get(field) if entry is not None else None
 
     def put(self, key: str, field: str, value: Any) -> None:
         """Record ``field`` of the entry ``key`` (a file's content digest)."""
@@ -105,7 +116,7 @@ def parse_cache() -> ParseCache:
     """The parse cache of this process for the current cache folder (an in-memory one when
     the persistent cache is off)."""
     impl = sys.implementation
-    path = cache_root() / f"parse-{impl.cache_tag or impl.name}.json" if _enabled() else None
+    path = cache_root() / f"parse-{impl.cache_tag or impl.name}.json" if _chosen()[0] else None
     cache = _CACHES.get(path)
     if cache is None:
         cache = _CACHES[path] = ParseCache(path)

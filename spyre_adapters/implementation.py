@@ -110,11 +110,14 @@ def one_installation() -> Iterator[None]:
     provides a top-level package is looked up once (``pin`` and ``check`` of a lock of 50
     built-ins asked it 50 times), and so is each one's name and version. Outside, every call
     looks again (an install in between is seen)."""
+    outermost = _INSTALLATION.get() is None
     token = _INSTALLATION.set(_INSTALLATION.get() or _Installation())
     try:
         yield
     finally:
         _INSTALLATION.reset(token)
+        if outermost:
+            parse_cache().save()  # once for the batch (see implementation_sha256)
 
 
 def _distribution_of(module_name: str) -> importlib.metadata.Distribution | None:
@@ -231,8 +234,7 @@ def _code_digest(raw: bytes, data: bytes) -> bytes:
     found = _CODE_DIGESTS.get(raw)
     if found is None:
         cache = parse_cache()
-        entry = cache.get(raw.hex())
-        kept = entry.get("code") if entry is not None else None
+        kept = cache.lookup(raw.hex(), "code")
         if isinstance(kept, str):
             found = bytes.fromhex(kept)
         else:
@@ -363,7 +365,8 @@ def implementation_sha256(manifest: Manifest) -> str:
     digest = hashlib.sha256()
     for label, path in files:
         digest.update(label.encode() + b"\0" + _file_digest(path, code_only))
-    parse_cache().save()
+    if _INSTALLATION.get() is None:  # inside one_installation the block's end writes it once
+        parse_cache().save()
     return digest.hexdigest()
 
 
@@ -412,8 +415,7 @@ def _cached_imports(
 ) -> tuple[frozenset[str], tuple[str, ...]]:
     """:func:`_parse_imports` of the file, from the user's parse cache when it has them."""
     cache, field = parse_cache(), f"imports:{package}"
-    entry = cache.get(raw.hex())
-    kept = entry.get(field) if entry is not None else None
+    kept = cache.lookup(raw.hex(), field)
     if (
         isinstance(kept, list)
         and len(kept) == 2
