@@ -223,6 +223,30 @@ class TestRecorder:
             if self.session.placement is not None:
                 self.session.placement.enabled = True
 
+    @pytest.hookimpl(specname="pytest_runtest_makereport")
+    def pytest_runtest_makereport_training_stop(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> None:
+        """A training step stopped by the device becomes a skip before the report is built.
+
+        pytest renders the traceback of a failure when it builds the report (through a
+        model's frames, about a second per test) and :meth:`pytest_runtest_makereport` would
+        then replace it with the skip reason. A plain hook implementation runs after
+        ``unittest``'s (``tryfirst``: it moves a ``TestCase``'s error into ``call``) and
+        before the default one, which then builds a skip report from the location alone."""
+        if call.excinfo is None or RECORD_KEY not in item.stash:
+            return
+        exc = call.excinfo.value
+        if isinstance(exc, InferenceOnlySkip):
+            return
+        stop = _training_stop(exc)
+        if stop is None:
+            return
+        try:
+            raise InferenceOnlySkip(stop) from exc
+        except InferenceOnlySkip:
+            call.excinfo = pytest.ExceptionInfo.from_current()
+
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
