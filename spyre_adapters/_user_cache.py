@@ -1,7 +1,8 @@
 """The user cache of spyre-adapters: where it is, and the parse results kept in it.
 
 ``$SPYRE_ADAPTERS_CACHE_DIR``, else ``$XDG_CACHE_HOME/spyre-adapters``, else
-``~/.cache/spyre-adapters``. ``SPYRE_ADAPTERS_CACHE_DIR=off`` (or empty) turns the persistent
+``~/.cache/spyre-adapters`` (a folder under the temporary directory when the user has no home
+folder). ``SPYRE_ADAPTERS_CACHE_DIR=off`` (or empty) turns the persistent
 parse cache off; nothing the project computes depends on it being there.
 
 :class:`ParseCache` keeps, across processes, what hashing an adapter's implementation costs: a
@@ -48,8 +49,18 @@ def cache_root() -> Path:
     folder = _chosen()[1]
     if folder is not None:
         return Path(folder).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home folder to be found (no $HOME, no password entry)
+            base = str(Path(tempfile.gettempdir()) / f"spyre-adapters-cache-{_user()}")
     return Path(base) / "spyre-adapters"
+
+
+def _user() -> str:
+    getuid = getattr(os, "getuid", None)
+    return str(getuid()) if getuid is not None else os.environ.get("USERNAME", "user")
 
 
 class ParseCache:

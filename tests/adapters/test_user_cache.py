@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,19 @@ def test_the_folder_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert cache_root() == tmp_path / "spyre-adapters"
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "mine"))
     assert cache_root() == tmp_path / "mine"
+
+
+def test_no_home_folder_is_a_folder_under_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user without a home folder (a service account, ``$HOME`` unset and no password
+    entry: ``Path.home()`` raises) gets a per-user folder under the temporary directory
+    instead of a traceback from every command."""
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    root = cache_root()
+    assert root.parent.parent == Path(tempfile.gettempdir())
+    assert root.name == "spyre-adapters"
