@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spyre_adapters._locate import locate_module
-from spyre_adapters._user_cache import parse_cache
+from spyre_adapters._user_cache import parse_cache, source_tree
 
 if TYPE_CHECKING:
     from spyre_adapters._manifest_model import Bridge
@@ -116,14 +116,14 @@ def binds_at_top_level(origin: str | None, name: str) -> bool | None:
 def _top_level_names(data: bytes, origin: str) -> frozenset[str] | None:
     """The names a source binds at module level (``None`` when it does not parse), from the
     user's parse cache when it has them."""
-    key = hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256(data).digest()
+    key = digest.hex()
     cache = parse_cache()
     kept = cache.lookup(key, "top-level")
     if isinstance(kept, list) and all(isinstance(n, str) for n in kept):
         return frozenset(kept)
-    try:
-        tree = ast.parse(data, filename=origin)
-    except (SyntaxError, ValueError):
+    tree = source_tree(digest, data)
+    if tree is None:
         return None
     names: set[str] = set()
     pending: list[ast.stmt] = list(tree.body)

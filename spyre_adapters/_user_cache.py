@@ -16,6 +16,7 @@ cache is the same as none.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -24,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CACHE_ENV", "ParseCache", "cache_root", "parse_cache"]
+__all__ = ["CACHE_ENV", "ParseCache", "cache_root", "parse_cache", "source_tree"]
 
 CACHE_ENV = "SPYRE_ADAPTERS_CACHE_DIR"
 _OFF = {"", "off", "0", "none", "false"}
@@ -132,3 +133,18 @@ def parse_cache() -> ParseCache:
     if cache is None:
         cache = _CACHES[path] = ParseCache(path)
     return cache
+
+
+_TREES: dict[bytes, ast.Module | None] = {}
+
+
+def source_tree(digest: bytes, data: bytes) -> ast.Module | None:
+    """The syntax tree of Python source ``data`` whose sha256 is ``digest``, parsed once per
+    process whoever asks (the registry's entry-point check and the implementation hash read
+    the same files); ``None`` when it does not parse."""
+    if digest not in _TREES:
+        try:
+            _TREES[digest] = ast.parse(data)
+        except (SyntaxError, ValueError):
+            _TREES[digest] = None
+    return _TREES[digest]

@@ -40,9 +40,10 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from spyre_adapters._locate import locate_module, module_file
-from spyre_adapters._user_cache import parse_cache
+from spyre_adapters._user_cache import parse_cache, source_tree
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 
@@ -227,9 +228,6 @@ _CODE_DIGESTS: dict[bytes, bytes] = {}
 _IMPORTS: dict[tuple[bytes, str], tuple[frozenset[str], tuple[str, ...]]] = {}
 
 
-_TREES: dict[bytes, ast.Module | None] = {}
-
-
 def _code_digest(raw: bytes, data: bytes) -> bytes:
     found = _CODE_DIGESTS.get(raw)
     if found is None:
@@ -246,12 +244,7 @@ def _code_digest(raw: bytes, data: bytes) -> bytes:
 
 def _tree(raw: bytes, data: bytes) -> ast.Module | None:
     """The parsed source whose bytes hash to ``raw`` (``None`` when it does not parse)."""
-    if raw not in _TREES:
-        try:
-            _TREES[raw] = ast.parse(data)
-        except (SyntaxError, ValueError):
-            _TREES[raw] = None
-    return _TREES[raw]
+    return source_tree(raw, data)
 
 
 # Strings and comments of valid Python source, leftmost first: a ``#`` inside a string is not
@@ -436,7 +429,7 @@ def _parse_imports(tree: ast.Module, package: str) -> tuple[frozenset[str], tupl
     names: set[str] = set()
     own: list[str] = []
     top = package.partition(".")[0]
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -451,6 +444,25 @@ def _parse_imports(tree: ast.Module, package: str) -> tuple[frozenset[str], tupl
             own.extend(c for c in candidates if c.partition(".")[0] == top)
             names.add(base)
     return frozenset(names), tuple(own)
+
+
+def _statements(tree: ast.Module) -> Iterator[ast.stmt]:
+    """Every statement of ``tree``, nested ones included (an import is a statement: the
+    expressions, most of a tree's nodes, need no visit)."""
+    pending: list[ast.stmt] = list(reversed(tree.body))
+    while pending:
+        node = pending.pop()
+        yield node
+        blocks: list[list[Any]] = [
+            getattr(node, name, []) for name in ("body", "orelse", "finalbody", "handlers")
+        ]
+        blocks.extend([case.body for case in getattr(node, "cases", [])])  # match statements
+        for block in reversed(blocks):
+            for child in reversed(block):
+                if isinstance(child, ast.ExceptHandler):
+                    pending.extend(reversed(child.body))
+                elif isinstance(child, ast.stmt):
+                    pending.append(child)
 
 
 def _source_of(module_name: str) -> Path | None:
