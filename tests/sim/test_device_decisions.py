@@ -155,3 +155,21 @@ def test_user_release_file(spyre: ModuleType, tmp_path: object) -> None:
         torch.cumsum(x, dim=-1)
     assert spyre.telemetry.snapshot().to_json()["ops"]["aten.cumsum.default"] == {"native": 1}
     assert spyre.telemetry.snapshot().to_json()["fallbacks"] == {}
+
+
+@pytest.mark.parametrize("release", ["2025.12", "2026.05", "2026.09"])
+def test_in_place_views_are_native(spyre: ModuleType, release: str) -> None:
+    """The in-place forms of view ops (metadata only) have their views' verdict at every
+    release: ``torch.matmul`` of a 1-D operand ends with ``squeeze_`` (Funnel's pooled
+    positions met it through a padded matmul), ``unsqueeze_`` and ``t_`` likewise."""
+    vector = torch.arange(64, dtype=torch.float16) / 64
+    matrix = torch.eye(64, dtype=torch.float16)[:, :64]
+    with spyre.use_stack(release), spyre.telemetry.record() as rec:
+        out = torch.matmul(vector.to("spyre"), matrix.to("spyre"))
+        x = torch.ones(2, 64, dtype=torch.float16).to("spyre")
+        x.unsqueeze_(0).squeeze_(0).t_()
+    assert torch.equal(out.cpu(), spyre.round_to_dl16(vector))
+    assert x.shape == (64, 2)
+    ops = rec.snapshot.to_json()["ops"]
+    for name in ("aten.squeeze_.dim", "aten.unsqueeze_.default", "aten.t_.default"):
+        assert set(ops[name]) == {"native"}, (name, ops[name])
