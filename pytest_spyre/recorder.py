@@ -262,9 +262,10 @@ class TestRecorder:
         if stop is not None:
             rec.inference_only = True
             if report.failed or report.skipped:
-                # failed: not raised by the guard (a training forward stopped by a gap);
-                # skipped: raised by the guard, which a unittest-style test reports where it
-                # was raised, with the exception's class. Both say it at the test, plainly.
+                # skipped: by the guard, or made a skip by pytest_runtest_makereport_training_stop
+                # (a training forward stopped by a gap); a unittest-style test reports the
+                # guard's skip where it was raised, with the exception's class. Say it at the
+                # test, plainly (failed: should a hook of another plugin have rebuilt it).
                 report.outcome = "skipped"
                 report.longrepr = (str(item.path), item.location[1] or 0,
                                    str(InferenceOnlySkip(stop).msg))  # fmt: skip

@@ -30,7 +30,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from spyre_adapters.contract import ModelEdit
-from spyre_adapters.library._global_rebinding import rebind_globals
+from spyre_adapters.library._global_rebinding import code_mentions, rebind_globals
 from spyre_adapters.library._scoped_modes import enable, enabled, register_kind
 
 __all__ = ["KIND", "UnfoldedMha", "UnfoldedMhaMode", "adapter", "calls_mha"]
@@ -76,13 +76,14 @@ register_kind(KIND, _factory)
 
 def calls_mha(module: nn.Module) -> bool:
     """Whether a method of ``module``'s class (its own or inherited, ``torch.nn``'s
-    ``MultiheadAttention`` included) names ``multi_head_attention_forward``."""
+    ``MultiheadAttention`` included, decorated ones through their decorator chain) names
+    ``multi_head_attention_forward``."""
     for cls in type(module).__mro__:
         if cls in (nn.Module, object):
             continue
         for value in vars(cls).values():
             fn = getattr(value, "__func__", value)
-            if isinstance(fn, types.FunctionType) and _NAME in fn.__code__.co_names:
+            if isinstance(fn, types.FunctionType) and code_mentions(fn, _NAME):
                 return True
     return False
 

@@ -126,6 +126,7 @@ def test_the_mode_shows_the_ops_inside() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::spyre_sim.SpyreDowncastWarning")
+@pytest.mark.filterwarnings("ignore::spyre_sim.SpyreFallbackWarning")  # warned once per process
 def test_runs_on_the_device_where_the_stock_model_fails() -> None:
     stock = wavlm()
     values, _ = _audio()
