@@ -43,6 +43,7 @@ from torch import nn
 __all__ = ["Adapter", "ModelEdit"]
 
 _MISSING = object()
+_STORES = ("_parameters", "_buffers", "_modules")
 
 
 @runtime_checkable
@@ -58,7 +59,7 @@ class Adapter(Protocol):
     def apply(self, model: nn.Module, edit: ModelEdit) -> None: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class _Change:
     owner: object
     name: str
@@ -116,10 +117,11 @@ class ModelEdit:
         """Set ``module.name = value`` (a plain attribute, buffer, parameter or submodule).
         ``path``: the module's dotted path when the caller knows it (saves a search of the
         model: an edit of every module is then linear in the model's size)."""
-        old = module.__dict__.get(name, _MISSING)
-        for store in ("_parameters", "_buffers", "_modules"):
-            table = module.__dict__.get(store, {})
-            if name in table:
+        attributes = module.__dict__
+        old = attributes.get(name, _MISSING)
+        for store in _STORES:
+            table = attributes.get(store)
+            if table is not None and name in table:
                 old = (store, table[name])
                 break
         self._changes.append(_Change(module, name, old, "attr"))
@@ -193,16 +195,15 @@ def _restore(change: _Change) -> None:
         setattr(owner, name, old)
         return
     # attribute: first remove whatever the edit put there
-    for store in ("_parameters", "_buffers", "_modules"):
-        owner.__dict__.get(store, {}).pop(name, None)
-    owner.__dict__.pop(name, None)
+    attributes = owner.__dict__
+    for store in _STORES:
+        table = attributes.get(store)
+        if table is not None:
+            table.pop(name, None)
+    attributes.pop(name, None)
     if old is _MISSING:
         return
-    if (
-        isinstance(old, tuple)
-        and len(old) == 2
-        and old[0] in ("_parameters", "_buffers", "_modules")
-    ):
+    if isinstance(old, tuple) and len(old) == 2 and old[0] in _STORES:
         getattr(owner, old[0])[name] = old[1]
     else:
         owner.__dict__[name] = old

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from spyre_adapters.contract import ModelEdit
+    from spyre_adapters.manifest import Manifest
 
 __all__ = [
     "STATE_ATTRIBUTE",
@@ -97,6 +98,54 @@ def default_registry() -> Registry:
     return build_registry()
 
 
+@dataclass(frozen=True)
+class _Resolution:
+    registry: Registry
+    release: ReleaseLike
+    size: int  # len(registry) when resolved: a registry only grows (``add``)
+    manifests: tuple[Manifest, ...]
+    retired: tuple[str, ...]
+    out_of_range: tuple[str, ...]
+
+
+#: Unlocked resolutions by (registry, release, auto_retire) identity. ``prepare`` runs for every
+#: model a test suite builds, and the statuses of every adapter at a release do not change
+#: while the registry and the release object stay the same (with no waivers, the date does
+#: not enter them). Bounded: a release file read again is a new object.
+_resolutions: dict[tuple[int, int, bool], _Resolution] = {}
+_RESOLUTIONS_KEPT = 32
+
+
+def _resolved(
+    lifecycle: Lifecycle, release: ReleaseLike
+) -> tuple[list[Manifest], tuple[str, ...], tuple[str, ...]]:
+    """The manifests to apply at ``release`` in application order, and the names retired and
+    out of range there (``lifecycle`` has no waivers: its statuses do not depend on the date)."""
+    registry = lifecycle.registry
+    key = (id(registry), id(release), lifecycle.auto_retire)
+    held = _resolutions.get(key)
+    if (
+        held is not None
+        and held.registry is registry
+        and held.release is release
+        and held.size == len(registry)
+    ):
+        return list(held.manifests), held.retired, held.out_of_range
+    rows = lifecycle.status_at(release)
+    manifests = application_order([row.manifest for row in rows if row.applied], registry.names())
+    if len(_resolutions) >= _RESOLUTIONS_KEPT:
+        _resolutions.clear()
+    _resolutions[key] = _Resolution(
+        registry,
+        release,
+        len(registry),
+        tuple(manifests),
+        tuple(row.name for row in rows if row.status is Status.RETIRED),
+        tuple(row.name for row in rows if row.status is Status.OUT_OF_RANGE),
+    )
+    return manifests, _resolutions[key].retired, _resolutions[key].out_of_range
+
+
 def _state(model: nn.Module) -> _State | None:
     state = model.__dict__.get(STATE_ATTRIBUTE)
     return state if isinstance(state, _State) else None
@@ -129,12 +178,9 @@ def prepare(
     if lock is not None:
         lock = lock if isinstance(lock, Lock) else read_lock(Path(lock))
         manifests = pinned_manifests(lock, registry, release.name)
+        manifests = application_order(manifests, registry.names())
     else:
-        rows = lifecycle.status_at(release)
-        manifests = [row.manifest for row in rows if row.applied]
-        retired = tuple(row.name for row in rows if row.status is Status.RETIRED)
-        out_of_range = tuple(row.name for row in rows if row.status is Status.OUT_OF_RANGE)
-    manifests = application_order(manifests, registry.names())
+        manifests, retired, out_of_range = _resolved(lifecycle, release)
     resolved = tuple(m.key for m in manifests)
 
     previous = _state(model)

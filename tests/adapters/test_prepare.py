@@ -118,6 +118,31 @@ def test_prepare_for_another_release_needs_restore(registry: Registry) -> None:
     assert [a.name for a in prepare(model, "2026.09", registry=registry).applied] == ["beta"]
 
 
+def test_the_resolution_follows_auto_retire_the_release_and_a_growing_registry(
+    catalogue: FakeCatalogue,
+) -> None:
+    # prepare keeps each release's resolution; none of these may reuse another's
+    reg = Registry(catalogue)
+    reg.add(manifest("tagger", "tag_b", 2))
+    for release in ("2026.05", "2026.06", "2026.05"):
+        model = Tiny()
+        assert [a.name for a in prepare(model, release, registry=reg).applied] == ["tagger"]
+    reg.add(manifest("first", "tag_a", 1))
+    model = Tiny()
+    assert [a.name for a in prepare(model, "2026.05", registry=reg).applied] == [
+        "first",
+        "tagger",
+    ]
+
+
+def test_auto_retire_off_is_resolved_apart(registry: Registry) -> None:
+    kept = prepare(Tiny(), "2026.08", registry=registry, auto_retire=False)
+    retired = prepare(Tiny(), "2026.08", registry=registry)
+    assert "delta" in [a.name for a in kept.applied]
+    assert retired.retired == ("delta",)
+    assert "delta" not in [a.name for a in retired.applied]
+
+
 def test_a_failing_adapter_rolls_back_the_whole_prepare(catalogue: FakeCatalogue) -> None:
     reg = Registry(catalogue)
     reg.add_all(
