@@ -52,6 +52,14 @@ class Adapter(Protocol):
 
     ``matches`` must not change the model. ``apply`` must change it only through ``edit``;
     it may raise, and then every change made so far is rolled back by the caller.
+
+    Optionally, a class may also offer ``apply_together(adapters, model, edit)`` (a class or
+    static method): ``prepare`` then applies a run of consecutive adapters of that class with
+    one call, which must change the model exactly as applying each in turn would. It is
+    offered only where ``matches`` does not depend on what the others of the run change (the
+    run's ``matches`` are asked before any of them is applied); the op bridges offer it. When
+    it raises, ``prepare`` rolls the run back and applies its adapters one by one, so that a
+    failure names the adapter that failed.
     """
 
     def matches(self, model: nn.Module) -> bool: ...

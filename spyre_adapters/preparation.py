@@ -4,7 +4,9 @@
 set pinned in a lock), asks each whether it ``matches`` the model, and applies the matching ones
 each after the adapters its manifest says it follows (``after``), else in ``order`` (then
 name) (:mod:`spyre_adapters.ordering`), each through its own
-:class:`~spyre_adapters.contract.ModelEdit`.
+:class:`~spyre_adapters.contract.ModelEdit`. A run of consecutive matching adapters of one
+class that offers ``apply_together`` (the op bridges: some thirty at a release, each marking
+every module) is applied with one call and one edit, and each of them is still recorded.
 
 - **Atomic**: when any adapter fails (in ``matches`` or ``apply``), every change of this call is
   rolled back, the adapters applied before it included, and :class:`AdapterApplyError` names the
@@ -26,7 +28,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
@@ -200,25 +202,66 @@ def prepare(
     edits: list[ModelEdit] = []
     records: list[AppliedAdapter] = []
     skipped: list[str] = []
-    for manifest in manifests:
-        stage = "load"
+
+    def apply_one(manifest: Manifest, adapter: Any) -> None:
         edit = ModelEdit(model)
         try:
-            adapter = manifest.load()
-            stage = "matches"
-            if not adapter.matches(model):
-                skipped.append(manifest.name)
-                continue
-            stage = "apply"
             adapter.apply(model, edit)
         except Exception as exc:
             edit.rollback()
             _undo(edits)
             raise AdapterApplyError(
-                manifest.name, str(manifest.version), stage, exc, [r.name for r in records]
+                manifest.name, str(manifest.version), "apply", exc, [r.name for r in records]
             ) from exc
         edits.append(edit)
         records.append(AppliedAdapter(manifest.name, manifest.version, tuple(edit.touched)))
+
+    def apply_run(run: list[tuple[Manifest, Any]]) -> None:
+        """Apply consecutive matching adapters of one class that offers ``apply_together``
+        (see :class:`~spyre_adapters.contract.Adapter`) with one call; on a failure, one by
+        one, so that the error names the adapter that failed."""
+        if len(run) > 1:
+            edit = ModelEdit(model)
+            try:
+                type(run[0][1]).apply_together([adapter for _, adapter in run], model, edit)
+            except Exception:
+                edit.rollback()
+            else:
+                edits.append(edit)
+                touched = tuple(edit.touched)
+                records.extend(AppliedAdapter(m.name, m.version, touched) for m, _ in run)
+                return
+        for manifest, adapter in run:
+            apply_one(manifest, adapter)
+
+    run: list[tuple[Manifest, Any]] = []  # matching adapters of one class, applied together
+    for manifest in manifests:
+        stage = "load"
+        try:
+            adapter = manifest.load()
+            if run and type(adapter) is not type(run[0][1]):
+                apply_run(run)  # before another class's adapter looks at the model
+                run = []
+            stage = "matches"
+            matched = adapter.matches(model)
+        except AdapterApplyError:
+            raise
+        except Exception as exc:
+            if run:
+                apply_run(run)
+            _undo(edits)
+            raise AdapterApplyError(
+                manifest.name, str(manifest.version), stage, exc, [r.name for r in records]
+            ) from exc
+        if not matched:
+            skipped.append(manifest.name)
+            continue
+        if callable(getattr(type(adapter), "apply_together", None)):
+            run.append((manifest, adapter))
+            continue
+        apply_one(manifest, adapter)
+    if run:
+        apply_run(run)
 
     prepared = Prepared(
         release=release.name,

@@ -11,6 +11,9 @@
    results are stored the way the device stores them and wrapped
    (:mod:`spyre_sim._op_results`).
 
+A call of an op with a refusal handler installed (:mod:`spyre_sim.refusals`: an op bridge)
+that the release refuses is computed by that handler.
+
 Ops with a registered handler (:mod:`spyre_sim._special_ops`: transfers, copies, scalar
 reads) go to it instead; it calls :func:`run` for the part that is an ordinary op. Ops of the
 harness (:mod:`spyre_sim.scope`) run without a verdict.
@@ -34,6 +37,7 @@ from spyre_sim import (
     _op_results,
     _storage,
     layout,
+    refusals,
     scope,
     telemetry,
 )
@@ -49,6 +53,7 @@ if TYPE_CHECKING:
 
 _out_args = device_state.out_args  # out= tensors of the op being finished (set by run)
 _warned_fallbacks = device_state.warned_fallbacks
+_handlers = device_state.refusal_handlers  # op -> handler of its refused calls (refusals)
 
 
 _INFO: dict[OpOverload, OpInfo] = {}
@@ -58,6 +63,18 @@ def dispatch(func: OpOverload, args: Sequence[Any], kwargs: dict[str, Any] | Non
     info = _INFO.get(func)
     if info is None:
         info = _INFO[func] = _op_info.OpInfo(func)
+    if _handlers and func in _handlers:
+        return refusals.call(
+            func, lambda: _dispatch_one(func, info, args, kwargs), args, kwargs or {}, info.name
+        )
+    if info.special is not None:
+        return info.special(func, info, args, kwargs or {})
+    return run(func, info, args, kwargs)
+
+
+def _dispatch_one(
+    func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any] | None
+) -> Any:
     if info.special is not None:
         return info.special(func, info, args, kwargs or {})
     return run(func, info, args, kwargs)

@@ -2,7 +2,8 @@
 
 A real device is one per process, and so is this one: the active stack release, the
 switches (:mod:`spyre_sim.settings`), the telemetry counters (:mod:`spyre_sim.telemetry`), the
-running-module stack and model-scope depth (:mod:`spyre_sim.scope`), the once-per-process
+running-module stack and model-scope depth (:mod:`spyre_sim.scope`), the handlers of refused
+ops (:mod:`spyre_sim.refusals`), the once-per-process
 warnings already given, the catalogues extended by user releases, and the ``torch.device`` the
 device's tensors report. The modules that use a part keep a reference to it; nothing else
 holds state. :meth:`DeviceState.reset` puts all of it back as a fresh process has it (tests
@@ -87,6 +88,8 @@ class DeviceState:
         #: the built-in catalogue extended by each user release, and parsed user release files
         self.extended: dict[Release, Catalogue] = {}
         self.user_releases: dict[tuple[str, int, int], Release] = {}
+        #: op -> the handler computing its refused calls (:mod:`spyre_sim.refusals`)
+        self.refusal_handlers: dict[Any, Any] = {}
 
     def forget_warnings(self) -> None:
         """Give the once-per-process warnings again."""
@@ -109,6 +112,7 @@ class DeviceState:
         self.module_stack.clear()
         self.scope_depth = 0
         self.out_args.clear()
+        self.refusal_handlers.clear()
         self.forget_warnings()
 
 

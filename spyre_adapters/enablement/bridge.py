@@ -12,7 +12,7 @@ stops it inside the model scope:
    rewrite into native ops, and last the host), validating each on the device at R against the
    CPU on the captured arguments and on variants of other shapes and dtypes
    (:mod:`spyre_adapters.enablement.op_validation`), and keeps the first that holds;
-3. runs again with every op kept so far bridged (an :class:`~spyre_adapters.library.op_bridge.
+3. runs again with every op kept so far bridged (an :class:`~spyre_adapters.library.op_bridge_v2.
    OpBridge`), until the family runs; then compares it with the CPU (the triage criteria).
 
 What no candidate can bridge is listed with the reason (:class:`Unbridged`): a layout rule (the
@@ -53,7 +53,8 @@ from spyre_adapters.enablement._bridge_results import BridgedOp, BridgeResult, U
 from spyre_adapters.enablement.device_runs import run_on_device, step_past
 from spyre_adapters.enablement.op_validation import Sample, sample_of, validate
 from spyre_adapters.enablement.results import DeviceRun, RunError
-from spyre_adapters.library.op_bridge import OpBridge, observe, op_name, resolve_op
+from spyre_adapters.library.op_bridge import observe, op_name, resolve_op
+from spyre_adapters.library.op_bridge_v2 import OpBridge
 
 if TYPE_CHECKING:
     from spyre_adapters.enablement.families import BuiltFamily

@@ -186,6 +186,77 @@ def test_matches_errors_and_non_matching_adapters(catalogue: FakeCatalogue) -> N
     assert "spyre_tag" not in model.fc.__dict__
 
 
+def test_consecutive_adapters_offering_apply_together_are_applied_with_one_call(
+    catalogue: FakeCatalogue,
+) -> None:
+    from spyre_fake_adapters import Stamps
+
+    reg = Registry(catalogue)
+    reg.add_all(
+        [
+            manifest("stamp-one", "stamp_1", 300),
+            manifest("stamp-two", "stamp_2", 301),
+            manifest("tagger", "tag_b", 302),  # another class: ends the run
+            manifest("stamp-three", "stamp_3", 303),
+        ]
+    )
+    model = Tiny()
+    Stamps.together_calls.clear()
+    result = prepare(model, "2026.05", registry=reg)
+    # the same model as applying each in turn, every adapter recorded on its own
+    assert model.__dict__["spyre_stamps"] == ("1", "2", "3")
+    assert [a.name for a in result.applied] == ["stamp-one", "stamp-two", "tagger", "stamp-three"]
+    assert Stamps.together_calls == [2]  # a run of one is applied on its own
+    restore(model)
+    assert "spyre_stamps" not in model.__dict__
+
+
+def test_a_run_that_fails_together_is_applied_one_by_one_and_names_the_adapter(
+    catalogue: FakeCatalogue,
+) -> None:
+    reg = Registry(catalogue)
+    reg.add_all(
+        [
+            manifest("tagger", "tag_b", 1),
+            manifest("stamp-one", "stamp_1", 300),
+            manifest("stamp-broken", "stamp_broken", 301),
+            manifest("stamp-two", "stamp_2", 302),
+        ]
+    )
+    model = Tiny()
+    before = snapshot(model)
+    with pytest.raises(AdapterApplyError) as info:
+        prepare(model, "2026.05", registry=reg)
+    assert (info.value.adapter, info.value.stage) == ("stamp-broken", "apply")
+    assert info.value.rolled_back == ["tagger", "stamp-one"]
+    assert "stamp x is broken" in str(info.value)
+    assert snapshot(model) == before
+    assert "spyre_stamps" not in model.__dict__
+
+
+def test_op_bridges_applied_together_mark_the_model_as_applying_each_in_turn() -> None:
+    from spyre_adapters.contract import ModelEdit
+    from spyre_adapters.library import _scoped_modes, op_bridge_v2
+
+    bridges = [
+        op_bridge_v2.OpBridge({"aten.isinf.default": "decomposition"}),
+        op_bridge_v2.OpBridge({"aten.sort.default": "host"}),
+    ]
+    one_by_one, together = Tiny(), Tiny()
+    for bridge in bridges:
+        bridge.apply(one_by_one, ModelEdit(one_by_one))
+    edit = ModelEdit(together)
+    op_bridge_v2.OpBridge.apply_together(bridges, together, edit)
+    marks = [_scoped_modes.enabled(m) for m in one_by_one.modules()]
+    assert marks == [_scoped_modes.enabled(m) for m in together.modules()]
+    assert marks[0][op_bridge_v2.KIND] == {
+        ("aten.isinf.default", "decomposition"),
+        ("aten.sort.default", "host"),
+    }
+    edit.rollback()
+    assert not any(_scoped_modes.enabled(m) for m in together.modules())
+
+
 def test_a_model_prepared_with_nothing_can_be_prepared_again(catalogue: FakeCatalogue) -> None:
     reg = Registry(catalogue)
     reg.add(manifest("quiet", "never", 1))

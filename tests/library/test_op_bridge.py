@@ -1,4 +1,5 @@
-"""Op bridges: a listed ATen op computed by its decomposition or on the host, exactly."""
+"""Op bridges: a listed ATen op computed by its decomposition or on the host, exactly; both
+forms (a dispatch mode around the forward, refusal handlers of the device) alike."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ import torch
 
 import spyre_sim
 from spyre_adapters.contract import ModelEdit
-from spyre_adapters.library.op_bridge import OpBridge
+from spyre_adapters.library import op_bridge, op_bridge_v2
 
 pytestmark = pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreSimWarning")
+
+Form = type[op_bridge.OpBridge] | type[op_bridge_v2.OpBridge]
+FORMS = pytest.mark.parametrize(
+    "OpBridge", [op_bridge.OpBridge, op_bridge_v2.OpBridge], ids=["dispatch-mode", "refusals"]
+)
 
 
 class Clamped(torch.nn.Module):
@@ -29,7 +35,8 @@ def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(6, 64, generator=gen).half(), torch.randint(0, 64, (6,), generator=gen)
 
 
-def test_the_table_is_checked_when_the_adapter_is_built() -> None:
+@FORMS
+def test_the_table_is_checked_when_the_adapter_is_built(OpBridge: Form) -> None:
     with pytest.raises(ValueError, match="no ATen op named"):
         OpBridge({"aten.no_such_op.default": "host"})
     with pytest.raises(ValueError, match="unknown bridge candidate"):
@@ -40,7 +47,8 @@ def test_the_table_is_checked_when_the_adapter_is_built() -> None:
         OpBridge({})
 
 
-def test_same_results_on_the_cpu_and_undone_by_rollback() -> None:
+@FORMS
+def test_same_results_on_the_cpu_and_undone_by_rollback(OpBridge: Form) -> None:
     x, labels = _inputs()
     model = Clamped()
     stock = model(x.float(), labels)
@@ -53,7 +61,8 @@ def test_same_results_on_the_cpu_and_undone_by_rollback() -> None:
     assert not any(m.__dict__.get("_spyre_scoped_modes") for m in model.modules())
 
 
-def test_the_device_runs_the_bridged_ops_and_matches_the_cpu() -> None:
+@FORMS
+def test_the_device_runs_the_bridged_ops_and_matches_the_cpu(OpBridge: Form) -> None:
     x, labels = _inputs()
     model = Clamped()
     expected = model(x, labels)

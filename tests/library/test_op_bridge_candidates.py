@@ -11,12 +11,11 @@ import pytest
 import torch
 
 from spyre_adapters.contract import ModelEdit
-from spyre_adapters.library import op_bridge
+from spyre_adapters.library import op_bridge, op_bridge_v2
 from spyre_adapters.library._op_rewrites import REWRITES
 from spyre_adapters.library._scoped_modes import enabled
 from spyre_adapters.library.op_bridge import (
     CANDIDATES,
-    OpBridge,
     available,
     candidate,
     cpu_call,
@@ -27,6 +26,10 @@ from spyre_adapters.library.op_bridge import (
 from spyre_adapters.manifest import BRIDGE_CANDIDATES
 
 A = torch.ops.aten
+Form = type[op_bridge.OpBridge] | type[op_bridge_v2.OpBridge]
+FORMS = pytest.mark.parametrize(
+    "OpBridge", [op_bridge.OpBridge, op_bridge_v2.OpBridge], ids=["dispatch-mode", "refusals"]
+)
 
 
 def test_the_manifest_schema_knows_every_candidate_in_order() -> None:
@@ -55,7 +58,7 @@ def test_a_candidate_the_op_has_not_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown bridge candidate 'magic'"):
         candidate(A.sort.default, "magic")
     with pytest.raises(ValueError, match="has no rewrite candidate"):
-        OpBridge({"aten.sort.default": "rewrite"})
+        op_bridge.OpBridge({"aten.sort.default": "rewrite"})
 
 
 def test_cpu_call_widens_a_dtype_the_cpu_kernel_refuses() -> None:
@@ -98,7 +101,8 @@ def test_grouped_mm_rewrite_is_the_cpu_kernel() -> None:
         rewrite(values, weights)
 
 
-def test_the_adapter_changes_nothing_on_the_cpu() -> None:
+@FORMS
+def test_the_adapter_changes_nothing_on_the_cpu(OpBridge: Form) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Hardtanh())
     stock = copy.deepcopy(model)
     x = torch.randn(4, 8)
@@ -112,7 +116,10 @@ def test_the_adapter_changes_nothing_on_the_cpu() -> None:
     assert not enabled(model)
 
 
-def test_only_refused_calls_are_bridged_and_observers_see_them(spyre: ModuleType) -> None:
+@FORMS
+def test_only_refused_calls_are_bridged_and_observers_see_them(
+    spyre: ModuleType, OpBridge: Form
+) -> None:
     model = torch.nn.Sequential(torch.nn.Hardtanh())
     edit = ModelEdit(model)
     OpBridge({"aten.sort.default": "host", "aten.hardtanh.default": "host"}).apply(model, edit)
@@ -175,3 +182,55 @@ def test_bridged_ops_inside_a_decomposition_use_their_own_candidate(spyre: Modul
 
 def _refuse(op: object, args: object, kwargs: object) -> None:
     raise RuntimeError("the gather of the decomposition was bridged")
+
+
+def test_the_refusal_form_bridges_a_decomposition_s_refused_ops_and_matches_the_cpu(
+    spyre: ModuleType,
+) -> None:
+    # at 2026.05 both nll_loss and the gather its decomposition issues are refused: the
+    # decomposition runs on the device and its gather goes to the host
+    class Loss(torch.nn.Module):
+        def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.nll_loss(logits, target)
+
+    model = Loss()
+    table = {"aten.nll_loss_forward.default": "decomposition", "aten.gather.default": "host"}
+    op_bridge_v2.OpBridge(table).apply(model, ModelEdit(model))
+    logits = torch.randn(3, 64).half().log_softmax(-1)
+    target = torch.tensor([1, 0, 4])
+    seen: list[str] = []
+    with spyre.use_stack("2026.05"), warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        with observe(lambda op, args, kwargs: seen.append(op_name(op))):
+            got = model(logits.to("spyre"), target.to("spyre")).cpu()
+    expected = torch.nn.functional.nll_loss(spyre.round_to_dl16(logits).float(), target)
+    assert abs(float(got) - float(expected)) < 1e-2
+    assert seen == ["aten.nll_loss_forward.default", "aten.gather.default"]
+
+
+def test_the_refusal_form_leaves_a_call_its_candidate_cannot_take_refused(
+    spyre: ModuleType,
+) -> None:
+    # the rewrite of pow takes some exponents only (0.5 is sqrt): any other stays refused, with
+    # the release's own error
+    class Power(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.pow(x, 2.7)
+
+    from spyre_adapters.library import _pow_rewrites  # noqa: F401  (registers the rewrite)
+
+    model = Power()
+    edit = ModelEdit(model)
+    op_bridge_v2.OpBridge({"aten.pow.Tensor_Scalar": "rewrite"}).apply(model, edit)
+    with spyre.use_stack("2026.05"), warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        x = torch.rand(4, 64).half() + 0.5
+        with pytest.raises(spyre.SpyreLoweringError) as refused:
+            model(x.to("spyre"))
+        assert refused.value.op == "aten.pow.Tensor_Scalar"
+        model.forward = lambda x: torch.pow(x, 0.5)  # type: ignore[method-assign]
+        got = model(x.to("spyre")).cpu()
+    assert torch.allclose(got.float(), spyre.round_to_dl16(x).float().sqrt(), rtol=1e-2)
+    del model.forward
+    edit.rollback()
+    assert not enabled(model)

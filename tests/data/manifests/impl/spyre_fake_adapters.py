@@ -80,6 +80,41 @@ class MatchRaises:
         raise AssertionError("unreachable")
 
 
+class Stamps:
+    """Adds its stamp to ``spyre_stamps`` of the model; several apply together with one call
+    (counted in ``together_calls``), unless one of them is ``broken`` (its ``apply`` raises,
+    and so does ``apply_together`` of a run holding it)."""
+
+    together_calls: list[int] = []
+
+    def __init__(self, stamp: str, *, broken: bool = False) -> None:
+        self.stamp = stamp
+        self.broken = broken
+
+    def matches(self, model: nn.Module) -> bool:
+        return True
+
+    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
+        if self.broken:
+            raise RuntimeError(f"stamp {self.stamp} is broken")
+        stamps = model.__dict__.get("spyre_stamps", ())
+        edit.set_attr(model, "spyre_stamps", (*stamps, self.stamp))
+
+    @staticmethod
+    def apply_together(adapters: list[Stamps], model: nn.Module, edit: ModelEdit) -> None:
+        Stamps.together_calls.append(len(adapters))
+        if any(a.broken for a in adapters):
+            edit.set_attr(model, "spyre_stamps", ("half-done",))
+            raise RuntimeError("a broken stamp in the run")
+        stamps = model.__dict__.get("spyre_stamps", ())
+        edit.set_attr(model, "spyre_stamps", (*stamps, *(a.stamp for a in adapters)))
+
+
+stamp_1 = Stamps("1")
+stamp_2 = Stamps("2")
+stamp_3 = Stamps("3")
+stamp_broken = Stamps("x", broken=True)
+
 relu = WrapType(nn.ReLU, "relu")
 gelu = WrapType(nn.GELU, "gelu")
 tag_a = SetTag("a")
