@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spyre_adapters.lifecycle import status_at
+from spyre_adapters.lifecycle import Lifecycle
 from spyre_adapters.preparation import applied
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def bridges_for(
     if model is None:
         return []
     done = {a.name: str(a.version) for a in applied(model)}
-    rows = {row.name: row for row in status_at(registry, release)}
+    lifecycle = Lifecycle(registry)
     found: list[Bridge] = []
     for name in sorted({m.name for m in registry.bridging(gap)}):
         if op is not None and not _bridges_op(registry, name, op):
@@ -85,8 +85,8 @@ def bridges_for(
         if name in done:
             found.append(Bridge(name, done[name], "applied", "applied"))
             continue
-        row = rows.get(name)
-        if row is None or gap not in row.manifest.gaps:
+        row = lifecycle.status_for(name, release)  # only the adapters that bridge the gap
+        if gap not in row.manifest.gaps:
             continue
         try:
             fits = bool(row.manifest.load().matches(model))

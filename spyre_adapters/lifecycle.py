@@ -251,6 +251,14 @@ class Lifecycle:
         release = self.release(stack)
         return [self._row(name, release) for name in self.registry.names()]
 
+    def status_for(
+        self, name: str, stack: str | os.PathLike[str] | ReleaseLike | None
+    ) -> AdapterStatus:
+        """The row of :meth:`status_at` for adapter ``name`` alone (UnknownAdapterError for a
+        name not installed)."""
+        self.registry.get(name)
+        return self._row(name, self.release(stack))
+
     def _row(self, name: str, release: ReleaseLike) -> AdapterStatus:
         installed = self.registry.versions(name)
         versions = tuple(m.version for m in installed)

@@ -317,3 +317,16 @@ def test_audit_lists_superseded_versions_and_they_never_fail_the_gate(
     assert [(r.name, str(r.version), r.status) for r in report.superseded] == [
         ("beta", "1.0", Status.SUPERSEDED)
     ]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_status_for_one_adapter_is_its_row_of_the_table(
+    registry: Registry, release: str, today: _dt.date
+) -> None:
+    lifecycle = Lifecycle(registry, today=today)
+    for row in lifecycle.status_at(release):
+        assert lifecycle.status_for(row.name, release) == row
+    from spyre_adapters.errors import UnknownAdapterError
+
+    with pytest.raises(UnknownAdapterError):
+        lifecycle.status_for("no-such-adapter", release)
