@@ -2,7 +2,10 @@
 
 Versions of one adapter are installed side by side; the column ``superseded at`` lists the
 releases of the catalogue where a newer installed version is the one resolved instead
-(``every release`` when it is never resolved; ``-`` when it never is superseded).
+(``every release`` when it is never resolved; ``-`` when it never is superseded). A version
+superseded at every release (never applied unless a lock pins it) has no row of its own in the
+table: it is named in the ``older`` column of its adapter's newest version (JSON lists every
+version).
 
 JSON (``schema_version`` 1)::
 
@@ -80,12 +83,43 @@ def superseded_text(releases: list[str], registry: Registry) -> str:
 def run(args: argparse.Namespace) -> int:
     registry = registry_for(args, runs_adapters=False)
     superseded = superseded_at(registry)
+    everywhere = len(registry.catalogue.releases)
+    # a version superseded at every release is never applied (only a lock can pin it): it is
+    # named in the "older" cell of its adapter's newest version instead of a row of its own
+    folded: dict[str, list[str]] = {}
+    for m in registry.manifests():
+        if everywhere and len(superseded[m.key]) == everywhere:
+            folded.setdefault(m.name, []).append(str(m.version))
+    count = sum(len(v) for v in folded.values())
+    note = (
+        f"; {count} {'version' if count == 1 else 'versions'} superseded at every release "
+        f"{'is' if count == 1 else 'are'} named under 'older' "
+        "(every version: --format json)"
+        if count
+        else ""
+    )
     table = TableData(
         "Installed adapters",
-        ["adapter", "version", "kind", "stacks", "gaps", "families", "order", "superseded at"],
-        caption=f"{len(registry)} adapter versions from plugins: {', '.join(registry.plugins) or 'none'}",
+        [
+            "adapter",
+            "version",
+            "kind",
+            "stacks",
+            "gaps",
+            "families",
+            "order",
+            "superseded at",
+            "older",
+        ],
+        caption=(
+            f"{len(registry)} adapter versions from plugins: "
+            f"{', '.join(registry.plugins) or 'none'}{note}"
+        ),
     )
+    newest = {m.name: m.key for m in registry.manifests()}  # manifests() is sorted by version
     for m in registry.manifests():
+        if str(m.version) in folded.get(m.name, ()):
+            continue
         table.rows.append(
             [
                 m.name,
@@ -96,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
                 ", ".join(m.families),
                 str(m.order),
                 superseded_text(superseded[m.key], registry),
+                ", ".join(folded.get(m.name, ())) if newest[m.name] == m.key else "",
             ]
         )
     document = {
