@@ -247,11 +247,11 @@ def prepare(
         except AdapterApplyError:
             raise
         except Exception as exc:
-            if run:
-                apply_run(run)
             _undo(edits)
+            # the pending run counts as applied before this adapter, as one by one it would be
+            before = [r.name for r in records] + [m.name for m, _ in run]
             raise AdapterApplyError(
-                manifest.name, str(manifest.version), stage, exc, [r.name for r in records]
+                manifest.name, str(manifest.version), stage, exc, before
             ) from exc
         if not matched:
             skipped.append(manifest.name)

@@ -67,9 +67,7 @@ def dispatch(func: OpOverload, args: Sequence[Any], kwargs: dict[str, Any] | Non
         return refusals.call(
             func, lambda: _dispatch_one(func, info, args, kwargs), args, kwargs or {}, info.name
         )
-    if info.special is not None:
-        return info.special(func, info, args, kwargs or {})
-    return run(func, info, args, kwargs)
+    return _dispatch_one(func, info, args, kwargs)
 
 
 def _dispatch_one(

@@ -62,7 +62,7 @@ def handling(handlers: Mapping[OpOverload, Handler]) -> Iterator[None]:
 
 
 def active() -> Mapping[OpOverload, Handler]:
-    """The handlers installed now (op -> handler); a read-only view."""
+    """The handlers installed now (op -> handler), as a copy."""
     return dict(device_state.refusal_handlers)
 
 

@@ -86,11 +86,13 @@ def run(args: argparse.Namespace) -> int:
     everywhere = len(registry.catalogue.releases)
     # a version superseded at every release is never applied (only a lock can pin it): it is
     # named in the "older" cell of its adapter's newest version instead of a row of its own
-    folded: dict[str, list[str]] = {}
+    folded: dict[str, list[str]] = {}  # name -> its versions superseded at every release
+    folded_keys = set()
     for m in registry.manifests():
         if everywhere and len(superseded[m.key]) == everywhere:
             folded.setdefault(m.name, []).append(str(m.version))
-    count = sum(len(v) for v in folded.values())
+            folded_keys.add(m.key)
+    count = len(folded_keys)
     note = (
         f"; {count} {'version' if count == 1 else 'versions'} superseded at every release "
         f"{'is' if count == 1 else 'are'} named under 'older' "
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     )
     newest = {m.name: m.key for m in registry.manifests()}  # manifests() is sorted by version
     for m in registry.manifests():
-        if str(m.version) in folded.get(m.name, ()):
+        if m.key in folded_keys:
             continue
         table.rows.append(
             [

@@ -234,6 +234,27 @@ def test_a_run_that_fails_together_is_applied_one_by_one_and_names_the_adapter(
     assert "spyre_stamps" not in model.__dict__
 
 
+def test_a_matches_error_after_a_pending_run_names_the_run_as_rolled_back(
+    catalogue: FakeCatalogue,
+) -> None:
+    reg = Registry(catalogue)
+    reg.add_all(
+        [
+            manifest("stamp-one", "stamp_1", 300),
+            manifest("stamp-two", "stamp_2", 301),
+            manifest("nosy", "match_raises", 302),
+        ]
+    )
+    model = Tiny()
+    before = snapshot(model)
+    with pytest.raises(AdapterApplyError) as info:
+        prepare(model, "2026.05", registry=reg)
+    assert (info.value.adapter, info.value.stage) == ("nosy", "matches")
+    assert info.value.rolled_back == ["stamp-one", "stamp-two"]
+    assert snapshot(model) == before
+    assert "spyre_stamps" not in model.__dict__
+
+
 def test_op_bridges_applied_together_mark_the_model_as_applying_each_in_turn() -> None:
     from spyre_adapters.contract import ModelEdit
     from spyre_adapters.library import _scoped_modes, op_bridge_v2
