@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spyre_adapters.hookspecs import hookimpl
-from spyre_adapters.registry import Registry, build_registry
-from spyre_adapters.stacks import CatalogueLike, default_catalogue
+
+if TYPE_CHECKING:  # imported where used: --version and --help build no registry
+    from spyre_adapters.registry import Registry
+    from spyre_adapters.stacks import CatalogueLike
 
 __all__ = ["add_global_options", "catalogue_for", "registry_for"]
 
@@ -42,6 +45,8 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
 
 def catalogue_for(args: argparse.Namespace) -> CatalogueLike:
     """The stack catalogue (the built-in one)."""
+    from spyre_adapters.stacks import default_catalogue
+
     return default_catalogue()
 
 
@@ -51,6 +56,8 @@ def registry_for(args: argparse.Namespace, *, runs_adapters: bool = True) -> Reg
     ``runs_adapters=False`` (commands that run no model: ``list``, ``show``, ``audit``, ``pin``,
     ``check``) validates the manifests' entry points without importing them, so that such a
     command never imports torch; whether each names an adapter is checked where one runs."""
+    from spyre_adapters.registry import Registry, build_registry
+
     cached = getattr(args, "_registry", None)
     if isinstance(cached, Registry):
         return cached

@@ -28,7 +28,13 @@ from spyre_adapters.lifecycle import Lifecycle
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 
-__all__ = ["add_parser", "manifest_json", "run", "superseded_at", "superseded_text"]
+__all__ = [
+    "add_parser",
+    "manifest_json",
+    "run",
+    "superseded_at",
+    "superseded_text",
+]
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,12 +78,24 @@ def superseded_at(registry: Registry) -> dict[tuple[str, object], list[str]]:
 
 
 def superseded_text(releases: list[str], registry: Registry) -> str:
-    """``-``, ``every release`` or the release names."""
+    """``-``, ``every release`` or the releases, consecutive ones (in catalogue order) as one
+    span: ``2025.12-2026.05, 2026.09``."""
     if not releases:
         return "-"
-    if len(releases) == len(registry.catalogue.releases):
+    order = [r.name for r in registry.catalogue.releases]
+    if len(releases) == len(order):
         return "every release"
-    return ", ".join(releases)
+    chosen = set(releases)
+    spans: list[list[str]] = []
+    previous = False
+    for name in order:
+        if name in chosen:
+            if previous:
+                spans[-1].append(name)
+            else:
+                spans.append([name])
+        previous = name in chosen
+    return ", ".join(span[0] if len(span) == 1 else f"{span[0]}-{span[-1]}" for span in spans)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,14 +127,15 @@ def run(args: argparse.Namespace) -> int:
             "stacks",
             "gaps",
             "families",
-            "order",
             "superseded at",
             "older",
         ],
         caption=(
             f"{len(registry)} adapter versions from plugins: "
-            f"{', '.join(registry.plugins) or 'none'}{note}"
+            f"{', '.join(registry.plugins) or 'none'}{note}; the families of an adapter, "
+            "its order and entry point: spyre-adapters show NAME"
         ),
+        folding=frozenset({4, 6, 7}),  # gaps, superseded at, older
     )
     newest = {m.name: m.key for m in registry.manifests()}  # manifests() is sorted by version
     for m in registry.manifests():
@@ -129,8 +148,7 @@ def run(args: argparse.Namespace) -> int:
                 m.kind.value,
                 str(m.stacks),
                 ", ".join(m.gaps),
-                ", ".join(m.families),
-                str(m.order),
+                str(len(m.families)),
                 superseded_text(superseded[m.key], registry),
                 ", ".join(folded.get(m.name, ())) if newest[m.name] == m.key else "",
             ]

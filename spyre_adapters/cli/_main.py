@@ -52,8 +52,10 @@ def _version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser with every available subcommand (extension modules imported here)."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every available subcommand (extension modules imported here), or with
+    the subcommand ``only`` alone (``""``: none), so that a run imports one subcommand's
+    module and what it needs, not every command's."""
     parser = argparse.ArgumentParser(
         prog="spyre-adapters",
         description="Versioned Spyre adapters: manifests, lifecycle per stack release, pins.",
@@ -66,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_global_options(parser)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for name, required in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            continue
         module = _module(name, required)
         if module is None:
             continue
@@ -80,9 +84,27 @@ def _exit_code_of(error: Exception) -> ExitCode:
     return ExitCode.INVALID
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (``""`` for a bare ``--version``), or ``None`` when it
+    names none that is known: then every subcommand is built, for ``--help`` and for
+    argparse's list of choices."""
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--manifests":  # the one global option with a value
+            next(tokens, None)
+        elif token in ("-h", "--help"):
+            return None
+        elif token == "--version":
+            return ""
+        elif not token.startswith("-"):
+            return token if token in SUBCOMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``spyre-adapters`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_of(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, --version, usage errors

@@ -6,6 +6,7 @@ through SPYRE_ADAPTERS_DISABLE), so the expectations follow the release timeline
 
 from __future__ import annotations
 
+import argparse
 import importlib.machinery
 import json
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from spyre_adapters import build_registry
 from spyre_adapters.cli import ExitCode, _main, main
 from spyre_sim.catalogue import builtin_catalogue
 
@@ -443,19 +445,49 @@ class _Terminal:
 
 
 def test_colour_on_a_terminal_unless_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
-    from spyre_adapters.cli._output import TableData, _rich, make_console
+    from spyre_adapters.cli._output import TableData, emit
 
     table = TableData("t", ["adapter", "status"], [["a", "overdue"]], status_column=1)
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    monkeypatch.setenv("TERM", "xterm-256color")
-    coloured = _Terminal()
-    make_console(coloured).print(_rich(table))  # type: ignore[arg-type]
     colour = re.compile(r"\x1b\[(?:\d+;)*3[0-7](?:;\d+)*m")  # SGR foreground colours
+    args = argparse.Namespace(format="table", output=None)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    coloured = _Terminal()
+    monkeypatch.setattr(sys, "stdout", coloured)
+    emit(args, {}, [table])
     assert colour.search("".join(coloured.parts))
     monkeypatch.setenv("NO_COLOR", "1")
     plain = _Terminal()
-    make_console(plain).print(_rich(table))  # type: ignore[arg-type]
-    assert not colour.search("".join(plain.parts))  # bold may stay: NO_COLOR is about colour
+    monkeypatch.setattr(sys, "stdout", plain)
+    emit(args, {}, [table])
+    assert not colour.search("".join(plain.parts))
+    assert "overdue" in "".join(plain.parts)
+
+
+def test_tables_fit_the_width_by_folding_the_columns_that_may_fold() -> None:
+    from spyre_adapters.cli._output import TableData, render
+
+    long = "word " * 40
+    table = TableData("t", ["name", "text", "more"], [["a-fixed-name", long, long]])
+    for width in (40, 80, 120):
+        lines = render(table, width=width).splitlines()
+        assert max(len(line) for line in lines[1:-1]) <= width  # the grid, not title or caption
+        assert "a-fixed-name" in lines[4]  # a column that does not fold keeps its width
+    text = " ".join(render(table, width=40).replace("│", " ").split())
+    assert text.count("word") == 80  # nothing is cut
+
+
+def test_list_names_spans_of_releases_and_counts_families(run: Run) -> None:
+    from spyre_adapters.cli._list import superseded_text
+
+    registry = build_registry(entry_points=False, plugins=[])
+    names = [r.name for r in registry.catalogue.releases]
+    assert superseded_text([], registry) == "-"
+    assert superseded_text(names, registry) == "every release"
+    assert superseded_text([names[0], names[1], names[2], names[5]], registry) == (
+        f"{names[0]}-{names[2]}, {names[5]}"
+    )
+    table = run("list").out
+    assert re.search(r"│ alpha\s+│ 2\.0\s+│ \w+\s+│ [^│]+│ [^│]+│ 2\s+│", table), table
 
 
 def test_pin_checks_the_output_path_before_any_work(

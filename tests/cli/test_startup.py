@@ -81,3 +81,31 @@ def test_commands_that_run_no_model_do_not_import_torch(
 ) -> None:
     assert reports[command]["code"] == 0
     assert reports[command]["torch"] is False
+
+
+def _modules(argv: list[str], cwd: Path) -> set[str]:
+    code = (
+        "import json, sys\n"
+        "from spyre_adapters.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def test_a_command_imports_its_own_module_only(tmp_path: Path) -> None:
+    listed = _modules(["--manifests", str(tmp_path), "list"], tmp_path)
+    commands = {m for m in listed if m.startswith("spyre_adapters.cli._")}
+    assert "spyre_adapters.cli._list" in commands
+    assert not commands & {f"spyre_adapters.cli._{n}" for n in ("audit", "pin", "check", "sweep")}
+    version = _modules(["--version"], tmp_path)
+    assert "spyre_adapters.registry" not in version  # nothing a command needs
+    assert "rich" not in version
+    helped = _modules(["--help"], tmp_path)  # lists every command, with its help
+    assert {"spyre_adapters.cli._audit", "spyre_adapters.cli._list"} <= helped
