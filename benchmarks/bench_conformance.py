@@ -18,7 +18,10 @@ and the tree's ``requirements.txt``. Selections: ``smoke`` (the tree's SMOKE lis
 per file) or ``fast`` (whole files minus torch.compile and FSDP tests). Modes: ``cpu`` (always
 run: the denominator), ``faithful`` (``--spyre``: numerics and layout checks on) and
 ``functional`` (``--spyre --spyre-numerics off --spyre-layout-checks off``). ``--json FILE``
-writes every number and every non-passing test with its class.
+writes every number and every non-passing test with its class. ``--breakdown`` splits each
+run's test time into model calls, ``prepare`` and the rest (``spyre_time_split.py``)::
+
+    python benchmarks/bench_conformance.py --python ... --families llama,bert --breakdown
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class ModeRun:
     wall: float
     outcomes: dict[str, str]  # nodeid -> passed/failed/skipped/inference-only/error
     classes: dict[str, dict[str, str]] = field(default_factory=dict)  # nodeid -> failure
+    split: dict[str, float] = field(default_factory=dict)  # --breakdown: seconds by part
 
 
 def _family(nodeid: str) -> str:
@@ -149,6 +153,10 @@ def _run(
     cmd = [*runner, *ids, "-q", "-p", "no:logging", "--tb=no", f"--junitxml={junit}", *extra]
     if mode != "cpu":
         cmd += [*MODES[mode], f"--spyre-report={report}"]
+    split = workdir / f"{mode}.split"
+    if env.get("SPYRE_TIME_SPLIT") is not None:
+        cmd += ["-p", "spyre_time_split"]
+        env = dict(env, SPYRE_TIME_SPLIT=str(split))
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     wall = time.perf_counter() - start
@@ -156,6 +164,9 @@ def _run(
         sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
         raise SystemExit(f"pytest exited {done.returncode} in mode {mode}")
     result = ModeRun(mode, wall, _junit_outcomes(junit, tree))
+    for part in workdir.glob(f"{mode}.split.*"):  # one file per pytest process
+        for key, value in json.loads(part.read_text()).items():
+            result.split[key] = result.split.get(key, 0.0) + value
     if report.is_file():
         data = json.loads(report.read_text())
         for test in data.get("tests", []):
@@ -209,6 +220,30 @@ def _table(runs: list[ModeRun], families: list[str]) -> tuple[str, dict[str, Any
         lines.append(f"{run.mode:<11}{run.wall:>9.1f}{run.wall / cpu.wall:>8.2f}")
         summary.setdefault("wall", {})[run.mode] = {"seconds": round(run.wall, 1),
                                                     "ratio": round(run.wall / cpu.wall, 3)}  # fmt: skip
+    if cpu.split:
+        lines.append("")
+        lines.append(
+            f"{'mode':<11}{'tests s':>9}{'model calls':>13}{'prepare':>9}{'rest':>8}"
+            f"{'calls':>7}{'prepares':>10}  (test call phases; x cpu: tests, model calls, rest)"
+        )
+        for run in runs:
+            part = run.split
+            rest = part["tests"] - part["model_calls"] - part["prepare"]
+            cpu_rest = cpu.split["tests"] - cpu.split["model_calls"] - cpu.split["prepare"]
+            ratios = (
+                f"{part['tests'] / cpu.split['tests']:.2f}, "
+                f"{part['model_calls'] / max(cpu.split['model_calls'], 1e-9):.2f}, "
+                f"{rest / max(cpu_rest, 1e-9):.2f}"
+            )
+            lines.append(
+                f"{run.mode:<11}{part['tests']:>9.1f}{part['model_calls']:>13.1f}"
+                f"{part['prepare']:>9.1f}{rest:>8.1f}{int(part['calls']):>7}"
+                f"{int(part['prepares']):>10}  {ratios}"
+            )
+            summary.setdefault("breakdown", {})[run.mode] = {
+                **{k: round(v, 2) for k, v in part.items()},
+                "rest": round(rest, 2),
+            }
     return "\n".join(lines), summary
 
 
@@ -230,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
         "--reports", type=Path, default=None,
         help="keep each device mode's --spyre-report as DIR/<mode>.json (e.g. for "
         "python -m pytest_spyre.expectations)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--breakdown", action="store_true",
+        help="split each run's test time into model calls, prepare and the rest",
     )  # fmt: skip
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments for every run")
     args = parser.parse_args(argv)
@@ -257,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         files.append(path)
     env = dict(os.environ, PYTHON=args.python)
+    if args.breakdown:
+        here = str(Path(__file__).resolve().parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+        env["SPYRE_TIME_SPLIT"] = ""  # each run names its own file (see _run)
     runner = [str(runner_script)]
     deselect = FAST_DESELECT if args.selection == "fast" else None
     ids = _collect(runner, files, env, deselect)

@@ -155,6 +155,11 @@ def round_to_dl16_(values: torch.Tensor) -> torch.Tensor:
     ``b == 1`` and ``E >= 1`` (``E * 0x400 * 0x7C01`` is ``E << 10`` modulo ``2**16``, and
     ``(E << 10) + 0x7C01`` passes ``0x8000`` only for ``E >= 1``), which is the one to add.
     Otherwise :func:`_round_saturating_` handles the range as well.
+
+    A tensor of at most :data:`_TABLE_MAX` elements (most of a small model's results) is
+    rounded by one table lookup instead: the table holds this very computation's result for
+    each of the 65,536 fp16 patterns, and one ``take`` costs a third of the five passes on
+    small tensors (5 against 15 us for 448 elements), but more beyond some 4,000 elements.
     """
     if _np is None or values.numel() == 0:
         return _round_torch_(values)
@@ -162,6 +167,9 @@ def round_to_dl16_(values: torch.Tensor) -> torch.Tensor:
     if array.ndim == 0:  # NumPy turns 0-d results into scalars; keep an array view instead
         array = array.reshape(1)
     bits = array.view(_np.uint16)
+    if array.size <= _TABLE_MAX:
+        _table().take(bits, out=bits, mode="wrap")  # every index is in range: no check needed
+        return values
     step = bits & 0x7C01
     if step.max() >= 0x7801:  # an odd pattern at E == 30 (65504 among them), inf or NaN
         return _round_saturating_(values, array)
@@ -169,6 +177,25 @@ def round_to_dl16_(values: torch.Tensor) -> torch.Tensor:
     step >>= 15
     bits += step
     return values
+
+
+#: the largest tensor (in elements) rounded through :func:`_table` (the measured crossover)
+_TABLE_MAX = 4096
+_TABLE: list[Any] = []
+
+
+def _table() -> Any:
+    """The rounded pattern (``uint16``) of each fp16 bit pattern, indexed by the pattern:
+    :func:`round_to_dl16_`'s arithmetic applied to all 65,536 of them, once per process."""
+    if not _TABLE:
+        every = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.float16)
+        array = every.numpy().view(_np.uint16)  # type: ignore[union-attr]
+        for start in range(0, 65536, _TABLE_MAX * 2):  # chunks the lookup does not take
+            chunk = every[start : start + _TABLE_MAX * 2]
+            assert chunk.numel() > _TABLE_MAX
+            round_to_dl16_(chunk)
+        _TABLE.append(array.copy())  # index i held pattern i; it now holds its rounding
+    return _TABLE[0]
 
 
 def _round_saturating_(values: torch.Tensor, array: Any) -> torch.Tensor:

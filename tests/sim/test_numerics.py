@@ -199,3 +199,19 @@ def test_nan_entering_the_device_reads_back_as_minus_inf_at_every_release(
 def test_nan_computed_on_the_device_stays_nan(spyre: ModuleType) -> None:
     zeros = torch.zeros(1, 64, dtype=torch.float16).to("spyre")
     assert torch.isnan((zeros / zeros).cpu()).all()
+
+
+def test_small_tensors_round_by_the_table_as_large_ones_by_arithmetic() -> None:
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    large = numerics.round_to_dl16_(every.clone())  # one tensor: the arithmetic passes
+    small = every.clone()
+    for start in range(0, small.numel(), numerics._TABLE_MAX):  # tensors the table rounds
+        numerics.round_to_dl16_(small[start : start + numerics._TABLE_MAX])
+    assert torch.equal(small.view(torch.int16), large.view(torch.int16))
+    reference = numerics.dl16_host_value(every)
+    nan = torch.isnan(every)
+    assert torch.isnan(small[nan]).all()
+    assert torch.equal(small[~nan].view(torch.int16), reference[~nan].view(torch.int16))
+    strided = (torch.randn(64, 32) * 1000).half().t()  # a view that is not contiguous
+    expected = numerics.round_to_dl16_(strided.contiguous())
+    assert torch.equal(numerics.round_to_dl16_(strided).contiguous(), expected)
