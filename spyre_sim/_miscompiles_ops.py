@@ -1,5 +1,6 @@
 """Miscompile reproductions of single ops' results: ``rotate-half`` (the ``neg`` mark and the
-``cat``), ``layernorm-nan``, ``indexed-dim``, ``topk-largest``, ``pow-cube``, and the
+``cat``), ``layernorm-nan``, ``indexed-dim``, ``topk-largest``, ``pow-cube``, ``eps-underflow``
+(recorded, not changed: the flush already happened in the stored result), and the
 :func:`generic_corruption` of any other gap whose op rule says ``miscompiled``.
 
 What each returns is described in :mod:`spyre_sim.miscompile`; sources for each are in
@@ -64,6 +65,26 @@ def layer_norm_nan(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any
         return None
     result = result.masked_fill(rows, float("nan"))
     return (result, mean, rstd)
+
+
+def _flushed_bound(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """``eps-underflow``: the result itself (the host op computed it with the bound stored in
+    the result's 16-bit type, i.e. zero) when the positive lower bound was flushed to zero
+    and some input value lies below the bound, where keeping it would have changed the result;
+    ``None`` otherwise."""
+    bound = args[1] if len(args) > 1 else kwargs.get("min")
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not 0 < bound < 1e-4:
+        return None
+    if not isinstance(out, torch.Tensor) or out.dtype not in (torch.float16, torch.bfloat16):
+        return None
+    if torch.tensor(bound, dtype=out.dtype).item() != 0.0:
+        return None
+    source = _host(args[0]).float()  # compared in its own 16-bit type, the bound would be 0
+    return out if bool((source < bound).any()) else None
+
+
+register("eps-underflow", "aten.clamp_min")(_flushed_bound)
+register("eps-underflow", "aten.clamp")(_flushed_bound)
 
 
 @register("indexed-dim", "aten.index_select")

@@ -264,3 +264,28 @@ def test_an_ops_reproductions_are_tried_in_a_fixed_order(
     from spyre_sim import miscompile
 
     assert tuple(m.gap for m in miscompile.miscompiles_for(packet)) == gaps
+
+
+def test_an_epsilon_below_the_device_range_is_zero_and_recorded(spyre: ModuleType) -> None:
+    # F.normalize clamps the norm at eps=1e-12, which DL16 (smallest number 2**-30) and the
+    # emulator's fp16 host storage hold as zero: a zero row gives 0/0
+    class Cosine(torch.nn.Module):
+        def forward(self, t: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.normalize(t, dim=-1)
+
+    rows = torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float16)
+    on_cpu = Cosine()(rows.float())
+    assert torch.equal(on_cpu[1], torch.zeros(2))
+    model = Cosine().to("spyre")
+    with spyre.use_stack("2026.09"), torch.no_grad():
+        nonzero = model(rows[:1].to("spyre")).cpu()  # every norm above the bound: not recorded
+        assert "eps-underflow" not in spyre.telemetry.snapshot().to_json()["miscompiles"]
+        out = model(rows.to("spyre")).cpu()
+    assert torch.allclose(nonzero.float(), on_cpu[:1], atol=2e-3)
+    assert torch.isnan(out[1]).all()  # what the device computes, reported as a miscompile
+    recorded = spyre.telemetry.snapshot().to_json()["miscompiles"]["eps-underflow"]
+    assert recorded["count"] == 1
+    with torch.no_grad():
+        safe = torch.tensor([[0.0, 0.0]], dtype=torch.float16).to("spyre").clamp_min(1e-3)
+    assert (safe.cpu() > 0).all()  # a bound it holds: kept, and not recorded
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["eps-underflow"]["count"] == 1
