@@ -29,7 +29,9 @@ compared: padded positions are free to differ. Each run ends in one :class:`Outc
 - ``match``: it ran and matched the CPU;
 - ``raised``: the device refused it with a lowering or layout error naming its gap;
 - ``flagged``: it ran and did not match, and the device's telemetry recorded a documented
-  miscompile (the report says so) of a gap no applied adapter bridges;
+  miscompile (the report says so) of a gap no applied adapter bridges; or it raised something
+  other than a lowering error after such a miscompile, whose wrong numbers made the rest fail
+  (FastSpeech2's durations summed by a miscompiled fp32 reduction size a 3.7 TB buffer);
 - ``precision``: it ran and did not match, nothing was recorded, it was within cosine
   :data:`PRECISION_COSINE`, and a control shows the number format explains it: the same
   adapted model in fp16 with no fp32 anywhere fails on the CPU too, or the device run with

@@ -76,6 +76,30 @@ class StridedKeys:
                 edit.bind_forward(module, forward)
 
 
+class _FailsOnDevice(nn.Module):
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type == "spyre":
+            raise RuntimeError("a buffer sized from a wrong value cannot be allocated")
+        out: torch.Tensor = self.inner(x)
+        return out
+
+
+class StridedKeysThenFails(StridedKeys):
+    """:class:`StridedKeys`, and the final norm fails on the device with a plain error (what a
+    miscompiled value can cause downstream)."""
+
+    def apply(self, model: nn.Module, edit: ModelEdit) -> None:
+        super().apply(model, edit)
+        for path, module in list(model.named_modules()):
+            if path.endswith("model.norm"):
+                edit.replace_module(path, _FailsOnDevice(module))
+
+
 negated_final_norm = NegatedFinalNorm()
 negated_on_device = NegatedFinalNorm(device_only=True)
 strided_keys = StridedKeys()
+strided_keys_then_fails = StridedKeysThenFails()

@@ -228,6 +228,25 @@ def test_a_miscompile_no_adapter_claims_is_flagged(spyre: Any) -> None:
     assert run.outcome.acceptable
 
 
+def test_an_error_after_a_recorded_miscompile_is_flagged_and_without_one_an_error(
+    spyre: Any,
+) -> None:
+    registry = _registry_with(
+        "strided-keys-then-fails",
+        "differential_fakes:strided_keys_then_fails",
+        ["rotate-half"],
+        without="contiguous-attention",
+    )
+    case = _case()
+    run = run_case(case, build_case(case), "2026.05", registry=registry)
+    assert run.outcome is Outcome.FLAGGED, run.detail
+    assert "after miscompiles: sdpa-strided" in run.detail
+    assert "cannot be allocated" in run.detail
+    plain = run_case(case, build_case(case), "2026.09", registry=registry)  # nothing miscompiled
+    assert plain.outcome is Outcome.ERROR, plain.detail
+    assert not plain.outcome.acceptable
+
+
 def test_contiguous_attention_1_1_has_the_last_word_on_what_sdpa_receives(spyre: Any) -> None:
     """Another adapter that hands SDPA a strided key inside an attention forward: 1.1.0's
     mode, entered for the whole model, is the outermost and sees the call last."""
