@@ -186,15 +186,12 @@ _TABLE: list[Any] = []
 
 def _table() -> Any:
     """The rounded pattern (``uint16``) of each fp16 bit pattern, indexed by the pattern:
-    :func:`round_to_dl16_`'s arithmetic applied to all 65,536 of them, once per process."""
+    :func:`round_to_dl16_`'s arithmetic applied to all 65,536 of them, once per process
+    (index i held pattern i, and now holds its rounding)."""
     if not _TABLE:
         every = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.float16)
-        array = every.numpy().view(_np.uint16)  # type: ignore[union-attr]
-        for start in range(0, 65536, _TABLE_MAX * 2):  # chunks the lookup does not take
-            chunk = every[start : start + _TABLE_MAX * 2]
-            assert chunk.numel() > _TABLE_MAX
-            round_to_dl16_(chunk)
-        _TABLE.append(array.copy())  # index i held pattern i; it now holds its rounding
+        round_to_dl16_(every)  # more than _TABLE_MAX elements: the arithmetic passes
+        _TABLE.append(every.numpy().view(_np.uint16))  # type: ignore[union-attr]
     return _TABLE[0]
 
 

@@ -28,13 +28,7 @@ from spyre_adapters.lifecycle import Lifecycle
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
 
-__all__ = [
-    "add_parser",
-    "manifest_json",
-    "run",
-    "superseded_at",
-    "superseded_text",
-]
+__all__ = ["add_parser", "manifest_json", "run", "superseded_at", "superseded_text"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -25,9 +25,9 @@ from library_models import (
 )
 
 from spyre_adapters.library.layer_norm_stats import adapter as adapter_1_0_1
-from spyre_adapters.library.layer_norm_stats_v1_0_2 import adapter as adapter_1_0_2
+from spyre_adapters.library.layer_norm_stats_uncopied import fp32_statistics as adapter_2_0_1
+from spyre_adapters.library.layer_norm_stats_uncopied import input_dtype as adapter_1_0_2
 from spyre_adapters.library.layer_norm_stats_v2_0_0 import adapter as adapter_2_0_0
-from spyre_adapters.library.layer_norm_stats_v2_0_1 import adapter as adapter_2_0_1
 
 VISION = {"vit", "clip_vision_model", "dinov2"}
 #: each new version with the one whose numbers it keeps, and a release where it is resolved
