@@ -10,8 +10,8 @@ Prints configurations x releases tried, the outcomes (match / raised with a gap 
 miscompile / precision / missed miscompile / silent mismatch / CPU mismatch / error), every
 miscompile the device recorded with the outcomes of the runs it was recorded in (a run whose
 output stays within the metric still shows it), the same per adapter (runs where it was
-applied), every run that is not acceptable and every precision-only mismatch, each with its
-configuration. Exit status 1 when a run is not acceptable.
+applied; an op bridge, which every model matches, only where it bridged one of its ops), every
+run that is not acceptable and every precision-only mismatch, each with its configuration. Exit status 1 when a run is not acceptable.
 
     python benchmarks/campaign_differential.py                       # every family, 10 configs
     python benchmarks/campaign_differential.py --configs 40 --jobs 2 --json out.json
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         for label in run.adapters:
             per_adapter[label.split(" ", 1)[0]][run.outcome] += 1
-    print("\nper adapter (runs where it was applied):")
+    print("\nper adapter (runs where it was applied; an op bridge where it bridged an op):")
     print(f"  {'adapter':<24}" + "".join(f"{o.value:>16}" for o in Outcome))
     for name in sorted(by_adapter):
         counts = per_adapter.get(name, Counter())

@@ -12,6 +12,13 @@ imports. Parsing and walking the syntax trees of some 80 adapter modules is a qu
 Python version that parsed them, so an edited file is a miss, never a stale answer; the file is
 written atomically (a temporary file renamed over it), and an unreadable, corrupt or unwritable
 cache is the same as none.
+
+Behind the user's entries, the package ships the same results for its own files as released
+(:data:`SEED`, ``parse-seed.json``, written by ``python .ci/parse_seed.py`` and checked by a
+test against a fresh computation): the first ``list``, ``pin`` or ``check`` after an install
+parses nothing either. Seed entries are keyed by the file's sha256 alone: code digests, import
+lists and top-level names read positions, comments and names only, the same on every supported
+Python; an edited file misses and is parsed as before.
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CACHE_ENV", "ParseCache", "cache_root", "parse_cache", "source_tree"]
+__all__ = ["CACHE_ENV", "SEED", "ParseCache", "cache_root", "parse_cache", "source_tree"]
 
 CACHE_ENV = "SPYRE_ADAPTERS_CACHE_DIR"
+#: The parse results of the package's own files, shipped with it (see the module docstring).
+SEED = Path(__file__).with_name("parse-seed.json")
 _OFF = {"", "off", "0", "none", "false"}
 #: Entries kept: the newest first used; a checkout's adapters are under 200 files.
 _LIMIT = 4000
@@ -66,14 +75,27 @@ def _user() -> str:
 
 class ParseCache:
     """Parse results by file content (see the module docstring). ``get`` and ``put`` work in
-    memory; ``save`` writes the file when something was added."""
+    memory; ``save`` writes the file when something was added. ``seed``: a file of entries
+    read (once, when first needed) where the cache has none, never written (default:
+    :data:`SEED` as it is when the cache is made; ``None``: no seed)."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, seed: bool | Path | None = True) -> None:
         self.path = path
         self._entries: dict[str, dict[str, Any]] = {}
         self._dirty = False
+        self._seed_path = SEED if seed is True else seed or None
+        self._seed: dict[str, dict[str, Any]] | None = None
         if path is not None:
             self._entries = self._read(path)
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        """The entries this process holds (read and added; not the seed's)."""
+        return self._entries
+
+    def _seeded(self) -> dict[str, dict[str, Any]]:
+        if self._seed is None:
+            self._seed = self._read(self._seed_path) if self._seed_path is not None else {}
+        return self._seed
 
     @staticmethod
     def _read(path: Path) -> dict[str, dict[str, Any]]:
@@ -93,7 +115,10 @@ class ParseCache:
         """``field`` of the entry ``key`` (``None`` when either is missing); callers check the
         value's type, since the file may have been written by anything."""
         entry = self._entries.get(key)
-        return entry.get(field) if entry is not None else None
+        if entry is not None and field in entry:
+            return entry[field]
+        seeded = self._seeded().get(key)
+        return seeded.get(field) if seeded is not None else None
 
     def put(self, key: str, field: str, value: Any) -> None:
         """Record ``field`` of the entry ``key`` (a file's content digest)."""

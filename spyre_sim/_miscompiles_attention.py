@@ -16,6 +16,7 @@ import torch
 
 from spyre_sim._miscompile_registry import host_of as _host
 from spyre_sim._miscompile_registry import register
+from spyre_sim._rows import offset_in_row
 
 
 def _strided_read(x: torch.Tensor) -> torch.Tensor:
@@ -68,39 +69,16 @@ def sdpa_partial_key_stick(args: Sequence[Any], kwargs: dict[str, Any], out: Any
     return _sdpa(hosts, host_kwargs)
 
 
-def _row_pitch(x: torch.Tensor) -> int:
-    """The row length of the buffer a view was cut from, read off its strides: the stride of
-    the first dim (in stride order) outside the view's innermost dense block; a size-1 dim
-    counts with its stride (``h[:, -1:, :]`` of ``[b, s, e]``: pitch ``e``); broadcast
-    (stride-0) dims are skipped."""
-    block = 1
-    for stride, size in sorted(zip(x.stride(), x.shape, strict=True)):
-        if stride == 0:
-            continue  # a broadcast (expanded) dim repeats, it does not step through memory
-        if size == 1:
-            if stride >= block:  # one row taken of a buffer with rows of this pitch
-                return int(stride)
-            continue
-        if stride != block:
-            return int(stride)
-        block *= int(size)
-    return block
-
-
 def _packed_read(x: Any) -> torch.Tensor | None:
     """``x`` read from the start of its row of the buffer it was cut from, when ``x`` is a view
     that starts inside a row (the packed-QKV pattern: K and V start inside the row that holds
     Q, K and V); ``None`` otherwise."""
-    if not isinstance(x, torch.Tensor) or x.numel() == 0 or x.dim() == 0:
+    if not isinstance(x, torch.Tensor):
         return None
-    offset = x.storage_offset()
-    if offset == 0:
-        return None
-    pitch = _row_pitch(x)
-    within = offset % pitch if pitch > 0 else 0
+    within = offset_in_row(x)
     if within == 0:
         return None
-    return torch.as_strided(x, x.size(), x.stride(), offset - within)
+    return torch.as_strided(x, x.size(), x.stride(), x.storage_offset() - within)
 
 
 @register("offset-view-input", "aten.clone")

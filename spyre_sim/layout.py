@@ -38,6 +38,10 @@ The exact shapes that trigger each layout rule (a stick is 64 elements of a 2-by
 - ``core-span``: a matmul weight whose stick count splits over the 32 cores only into
   per-core spans above 256 MB (an LM head with a vocab of many sticks with a large prime
   factor).
+
+Where a view starts in the rows of its buffer (the views the ``offset-view-input`` miscompile
+reads from the row start): :func:`offset_in_row` and :func:`row_pitch`, for adapters that
+recognise the same views.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from spyre_sim._layout_registry import (
     rules,
     stick_elements,
 )
+from spyre_sim._rows import offset_in_row, row_pitch
 
 __all__ = [
     "CORE_COUNT",
@@ -67,6 +72,8 @@ __all__ = [
     "LayoutRule",
     "active_rules",
     "layout_rule",
+    "offset_in_row",
+    "row_pitch",
     "rules",
     "stick_elements",
 ]

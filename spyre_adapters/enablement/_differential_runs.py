@@ -6,6 +6,7 @@ ends in one :class:`Outcome` (the outcomes are documented in
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ from spyre_adapters.enablement.families import BuiltFamily
 
 if TYPE_CHECKING:
     from spyre_adapters.agreement import Comparison
+    from spyre_adapters.enablement.results import DeviceRun
     from spyre_adapters.registry import Registry
 
 __all__ = ["PRECISION_COSINE", "CaseRun", "Outcome", "run_case"]
@@ -48,9 +50,11 @@ class Outcome(str, enum.Enum):
 class CaseRun:
     """One case run at one release with the resolved adapters.
 
-    ``adapters`` were applied (``name version``); ``gap`` is the gap a ``raised`` run names;
-    ``miscompiles`` the gaps whose miscompiles telemetry recorded; ``cosine``/``top1`` the
-    comparison with the CPU when it ran (``top1`` for causal LMs).
+    ``adapters`` were applied (``name version``) and did something: an op bridge none of
+    whose ops the run bridged is in ``idle`` instead (a bridge matches every model);
+    ``gap`` is the gap a ``raised`` run names; ``miscompiles`` the gaps whose miscompiles
+    telemetry recorded; ``cosine``/``top1`` the comparison with the CPU when it ran (``top1``
+    for causal LMs).
     """
 
     case: Case
@@ -62,6 +66,7 @@ class CaseRun:
     miscompiles: tuple[str, ...] = ()
     cosine: float | None = None
     top1: float | None = None
+    idle: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +79,7 @@ class CaseRun:
             "miscompiles": list(self.miscompiles),
             "cosine": self.cosine if self.cosine is None or math.isfinite(self.cosine) else None,
             "top1": self.top1,
+            "idle": list(self.idle),
         }
 
     @classmethod
@@ -88,6 +94,7 @@ class CaseRun:
             miscompiles=tuple(data.get("miscompiles", ())),
             cosine=data.get("cosine"),
             top1=data.get("top1"),
+            idle=tuple(data.get("idle", ())),
         )
 
 
@@ -194,7 +201,20 @@ def run_case(
 
     registry = default_registry() if registry is None else registry
     run = run_on_device(built, release, adapters=True, registry=registry, list_all_gaps=False)
-    adapters = tuple(run.adapters)
+    idle = tuple(run.idle)
+    adapters = tuple(label for label in run.adapters if label not in idle)
+    return dataclasses.replace(_judged(case, built, release, registry, run, adapters), idle=idle)
+
+
+def _judged(
+    case: Case,
+    built: BuiltFamily,
+    release: str,
+    registry: Registry,
+    run: DeviceRun,
+    adapters: tuple[str, ...],
+) -> CaseRun:
+    """How ``run`` (the device run of :func:`run_case`) ended, as a :class:`CaseRun`."""
     miscompiles = tuple(run.miscompiles)
     error = run.error
     if error is not None and error.kind == "prepare":

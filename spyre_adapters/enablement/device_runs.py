@@ -233,7 +233,10 @@ def _idle_bridges(
     registry: Registry | None,
 ) -> list[str]:
     """The applied op-bridge adapters (``name version`` labels) none of whose ops was bridged."""
+    from packaging.version import InvalidVersion
+
     from spyre_adapters import default_registry
+    from spyre_adapters.errors import UnknownAdapterError
     from spyre_adapters.preparation import applied
 
     records = applied(model)
@@ -246,8 +249,8 @@ def _idle_bridges(
         name, _, version = label.partition(" ")
         try:
             manifest = registry.get(name, version)
-        except Exception:
-            continue
+        except (UnknownAdapterError, InvalidVersion):
+            continue  # not an installed version: an adapter under validation (``extra``)
         if manifest.bridges and not any(b.op in bridged for b in manifest.bridges):
             idle.append(label)
     return idle

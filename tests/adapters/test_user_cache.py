@@ -16,7 +16,10 @@ from spyre_adapters._user_cache import CACHE_ENV, ParseCache, cache_root
 # every built-in manifest with its implementation hash, and whether a parse ran
 # (parses by the project's own code: importing the adapters makes torch parse some sources)
 _HASHES = """
-import ast, json, sys
+import ast, json, os, sys
+if os.environ.get("NO_SEED"):
+    import spyre_adapters._user_cache
+    spyre_adapters._user_cache.SEED = None
 parses = []
 real = ast.parse
 def counted(*args, **kwargs):
@@ -32,8 +35,11 @@ print(json.dumps({"hashes": hashes, "parses": len(parses)}))
 """
 
 
-def _run(cache: str) -> dict[str, object]:
+def _run(cache: str, seed: bool = False) -> dict[str, object]:
     env = {**os.environ, CACHE_ENV: cache}
+    env.pop("NO_SEED", None)
+    if not seed:
+        env["NO_SEED"] = "1"  # the package's own seed left out: what the cache does alone
     done = subprocess.run(
         [sys.executable, "-c", _HASHES], env=env, capture_output=True, text=True, check=True
     )
@@ -50,6 +56,36 @@ def test_a_second_process_hashes_the_same_without_parsing(tmp_path: Path) -> Non
     assert first["hashes"] == uncached["hashes"] == second["hashes"]
     assert first["parses"], "nothing was parsed without a cache"
     assert second["parses"] == 0
+
+
+def test_with_the_shipped_seed_a_first_process_parses_nothing(tmp_path: Path) -> None:
+    reference = _run("off")
+    seeded = _run(str(tmp_path / "cache"), seed=True)
+    assert seeded["hashes"] == reference["hashes"]
+    assert reference["parses"]
+    assert seeded["parses"] == 0, "the shipped seed misses files: run python .ci/parse_seed.py"
+
+
+def test_the_shipped_seed_is_what_a_fresh_computation_gives() -> None:
+    script = Path(__file__).parents[2] / ".ci" / "parse_seed.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--check"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+
+
+def test_the_seed_answers_only_where_the_cache_has_no_entry(tmp_path: Path) -> None:
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps({"format": 1, "entries": {"aa": {"code": "05"}, "bb": {"x": 1}}}))
+    cache = ParseCache(tmp_path / "p.json", seed=seed)
+    assert cache.lookup("aa", "code") == "05"
+    cache.put("bb", "code", "02")
+    assert cache.lookup("bb", "code") == "02"
+    assert cache.lookup("bb", "x") == 1
+    assert cache.lookup("cc", "code") is None
+    cache.save()
+    assert json.loads(seed.read_text())["entries"] == {"aa": {"code": "05"}, "bb": {"x": 1}}
+    assert ParseCache(tmp_path / "p.json", seed=None).lookup("aa", "code") is None
 
 
 def test_a_corrupt_or_foreign_cache_is_the_same_as_none(tmp_path: Path) -> None:

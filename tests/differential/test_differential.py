@@ -68,7 +68,9 @@ def test_simplest_case_is_multi_query_at_one_stick() -> None:
 def test_case_json_round_trips() -> None:
     for case in drawn_cases("gpt2", 5):
         assert Case.from_json(case.to_json()) == case
-    run = CaseRun(_case(), "2026.05", Outcome.RAISED, "why", ("a 1.0",), "sdpa", ("x",), 0.5, 1.0)
+    run = CaseRun(
+        _case(), "2026.05", Outcome.RAISED, "why", ("a 1.0",), "sdpa", ("x",), 0.5, 1.0, ("b 2.0",)
+    )
     assert CaseRun.from_json(run.to_json()) == run
 
 
@@ -164,6 +166,10 @@ def test_a_matching_run_is_a_match(spyre: Any) -> None:
     assert run.outcome is Outcome.MATCH, run.detail
     assert run.cosine is not None
     assert run.cosine > 0.99
+    # op bridges match every model: those that bridged nothing are idle, not counted as applied
+    assert run.idle
+    assert all(label.startswith("bridge-") for label in run.idle)
+    assert not set(run.idle) & set(run.adapters)
 
 
 def test_an_adapter_that_changes_the_math_is_a_cpu_mismatch(spyre: Any) -> None:

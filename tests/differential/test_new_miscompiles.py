@@ -71,7 +71,7 @@ FLAGGED, MATCH = Outcome.FLAGGED, Outcome.MATCH
             {},
             "2026.08",
             "fused-projection-split",
-            "2.0.0",
+            None,
             FLAGGED,
         ),
         # a decode step's [b, 1, h, d] query viewed [b, h, 1, d] (#3926); batch 2 keeps the
