@@ -17,7 +17,7 @@ from torch.utils.hooks import RemovableHandle
 from spyre_sim.state import device_state
 
 _stack: list[torch.nn.Module] = device_state.module_stack  # the device state's list
-_PathCache = dict[int, tuple["weakref.ref[torch.nn.Module]", str]]
+_PathCache = dict[int, tuple["weakref.ref[torch.nn.Module]", str | None]]
 _paths: weakref.WeakKeyDictionary[torch.nn.Module, _PathCache] = weakref.WeakKeyDictionary()
 _handles: list[RemovableHandle] = []
 
@@ -47,19 +47,32 @@ def current_module_path() -> str | None:
 
     ``None`` outside any forward; the outermost module's own class name when the op ran in
     its own forward (e.g. ``"LlamaForCausalLM"``); otherwise e.g. ``"model.layers.0.mlp"``.
+    A module running inside the model that is not one of its submodules -- a function that
+    the ``kernels`` library turned into a module instance (Transformers 5.25's
+    ``apply_rotary_pos_emb``, class ``Func``) -- counts as the innermost submodule that called
+    it (``"model.layers.0.self_attn"``).
     """
     if not _stack:
         return None
-    outer, inner = _stack[0], _stack[-1]
-    if inner is outer:
-        return type(outer).__name__
+    outer = _stack[0]
+    for inner in reversed(_stack):
+        if inner is outer:
+            break
+        path = _path_in(outer, inner)
+        if path is not None:
+            return path
+    return type(outer).__name__
+
+
+def _path_in(outer: torch.nn.Module, inner: torch.nn.Module) -> str | None:
+    """``inner``'s dotted path among ``outer``'s submodules (``None``: not one of them)."""
     cache = _paths.get(outer)
     if cache is None:
         cache = _paths[outer] = {}
     hit = cache.get(id(inner))
     if hit is not None and hit[0]() is inner:
         return hit[1]
-    path = type(inner).__name__
+    path: str | None = None
     for name, sub in outer.named_modules(remove_duplicate=False):
         if sub is inner:
             path = name

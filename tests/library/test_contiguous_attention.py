@@ -172,16 +172,26 @@ def test_1_1_covers_kernel_made_views_and_keyword_operands() -> None:
     assert spy.calls == [(True, True, True), (True, True, True), (True, False, False)]
 
 
-def test_1_1_matches_direct_sdpa_callers_and_covers_every_module() -> None:
-    from transformers import FalconConfig, FalconForCausalLM
+class _DirectSdpa(torch.nn.Module):
+    """An attention whose forward calls SDPA itself, not through the attention registry (as
+    Falcon's did before Transformers 5.25)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.proj(x).view(1, -1, 1, 64).transpose(1, 2)
+        out: torch.Tensor = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        return out
+
+
+def test_1_1_matches_direct_sdpa_callers_and_covers_every_module() -> None:
     from spyre_adapters.library._scoped_modes import enabled
 
-    falcon = FalconForCausalLM(
-        FalconConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1, vocab_size=64)
-    )
-    assert V1_1.matches(falcon)  # its attention forward calls SDPA itself
-    assert not V1_0.matches(falcon)  # 1.0 knew only the registry
+    direct = torch.nn.Sequential(_DirectSdpa())
+    assert V1_1.matches(direct)  # its attention forward calls SDPA itself
+    assert not V1_0.matches(direct)  # 1.0 knew only the registry
     llama = causal_lm("llama", num_key_value_heads=1)
     apply(V1_1, llama)
     kinds = {path: set(enabled(m)) for path, m in llama.named_modules()}

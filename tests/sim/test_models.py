@@ -198,3 +198,35 @@ def test_across_releases(spyre: ModuleType, build: Callable[[], Any]) -> None:
             outcomes[name] = "miscompiled:" + ",".join(snap["miscompiles"])
     assert outcomes[names[0]].startswith("error:")
     assert outcomes[names[-1]] == "match", outcomes
+
+
+class _Outside(torch.nn.Module):
+    """A module instance that is no model's submodule, called from inside a forward (what the
+    ``kernels`` library makes of Transformers 5.25's ``apply_rotary_pos_emb``)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from spyre_sim._modules import current_module_path
+
+        _SEEN.append(current_module_path())
+        return x
+
+
+_OUTSIDE = _Outside()
+_SEEN: list[str | None] = []
+
+
+class _Inner(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = _OUTSIDE(x)
+        return out
+
+
+def test_a_module_outside_the_model_counts_as_the_submodule_that_called_it() -> None:
+    from spyre_sim import _modules
+
+    _modules.install()
+    model = torch.nn.Sequential(torch.nn.Identity(), torch.nn.Sequential(_Inner()))
+    _SEEN.clear()
+    model(torch.zeros(1))
+    _OUTSIDE(torch.zeros(1))  # on its own it is the outermost module
+    assert _SEEN == ["1.0", "_Outside"]
