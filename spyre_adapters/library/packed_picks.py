@@ -28,7 +28,6 @@ mode is not entered at all.
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,7 +40,7 @@ from spyre_adapters.contract import ModelEdit
 from spyre_adapters.library._cut_writes import _in_place
 from spyre_adapters.library._scoped_modes import enable as enable_kind
 from spyre_adapters.library._scoped_modes import register_kind
-from spyre_adapters.library._stick_layout import padded_matmul
+from spyre_adapters.library._stick_layout import _matrix, padded_matmul
 from spyre_adapters.library.offset_slices import OffsetSlices
 from spyre_sim.layout import offset_in_row
 
@@ -54,18 +53,11 @@ _GETITEM = torch.Tensor.__getitem__
 _SOURCE = "_spyre_pick_source"  # (source, dim, index) on a computed pick
 
 
-@functools.lru_cache(maxsize=256)
-def _host_column(size: int, at: int) -> torch.Tensor:
-    column = torch.zeros(size, 1)
-    column[at, 0] = 1.0
-    return column
-
-
 def pick(x: torch.Tensor, dim: int, at: int) -> torch.Tensor:
     """``x.select(dim, at)`` as a one-hot matmul along ``dim`` (a new, contiguous tensor that
     remembers its source, so that the mode writes in-place changes back)."""
     size = x.shape[dim]
-    column = _host_column(size, at % size).to(x.device, x.dtype)
+    column = _matrix(size, 1, ((at % size, 0),), x)  # kept on the device per shape and dtype
     picked = padded_matmul(x.movedim(dim, -1), column).squeeze(-1)
     setattr(picked, _SOURCE, (x, dim, at))
     return picked
