@@ -17,7 +17,7 @@ off, ``configure(layout_checks=False)`` the layout rules (:mod:`spyre_sim.layout
 
 Importing this package does not import torch: the stack catalogue, settings, the active stack
 and telemetry are plain Python, so tools that only read the catalogue stay fast. The names that
-need torch (:class:`SpyreTensor`, :func:`register`, :func:`round_to_dl16`, the model scope) are
+need torch (:class:`SpyreTensor`, :func:`register`, :func:`round_to_dl16`, :func:`round_wide_to_dl16`, the model scope) are
 imported on first use, and the device is registered as soon as torch is imported (at once when
 it already is; see :mod:`spyre_sim._torch_hook`).
 """
@@ -61,7 +61,7 @@ from spyre_sim.stack import current_stack, stack_generation, use_stack
 if TYPE_CHECKING:
     from spyre_sim._tensor import SpyreTensor
     from spyre_sim.device import register
-    from spyre_sim.numerics import round_to_dl16
+    from spyre_sim.numerics import round_to_dl16, round_wide_to_dl16
     from spyre_sim.scope import in_model_scope, model_scope
 
 __all__ = [
@@ -95,6 +95,7 @@ __all__ = [
     "resolve_stack",
     "resolve_upstream",
     "round_to_dl16",
+    "round_wide_to_dl16",
     "settings",
     "stack_generation",
     "telemetry",
@@ -107,6 +108,7 @@ _NEEDS_TORCH = {
     "SpyreTensor": "spyre_sim._tensor",
     "register": "spyre_sim.device",
     "round_to_dl16": "spyre_sim.numerics",
+    "round_wide_to_dl16": "spyre_sim.numerics",
     "in_model_scope": "spyre_sim.scope",
     "model_scope": "spyre_sim.scope",
 }

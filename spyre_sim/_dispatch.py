@@ -36,6 +36,7 @@ from spyre_sim import (
     _op_info,
     _op_results,
     _storage,
+    _wide_arithmetic,
     layout,
     refusals,
     scope,
@@ -186,7 +187,14 @@ def _execute(
 ) -> Any:
     if verdict.decision is Decision.FALLBACK:
         return _fallback(func, info, verdict, args, hargs, hkwargs)
-    out = info.call(*hargs, **hkwargs)  # the C++ op, without OpOverload.__call__
+    if info.wide is not None and settings.numerics:
+        out = _wide_arithmetic.call(info, hargs, hkwargs)
+        if out is NotImplemented:
+            out = info.call(*hargs, **hkwargs)
+        elif not verdict.miscompiles and not verdict.marks:
+            return _op_results.finish(info, args, out, rounded=True)
+    else:
+        out = info.call(*hargs, **hkwargs)  # the C++ op, without OpOverload.__call__
     if not verdict.miscompiles and not verdict.marks:
         return _op_results.finish(info, args, out)
     out, marks = _lowering.apply_miscompiles(verdict, args, kwargs or {}, out)

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from spyre_sim import _storage
-from spyre_sim.numerics import round_to_dl16_
+from spyre_sim.numerics import round_to_dl16_, round_wide_to_dl16
 from spyre_sim.settings import settings
 
 
@@ -82,6 +82,10 @@ def _host_to_copy(x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
             _storage.storage_dtype(target)  # the once-per-process downcast warning
             kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
         return _ATEN_TO_COPY(x, **kwargs)  # type: ignore[no-any-return]
+    if settings.numerics and kwargs.get("dtype") is torch.float16 and not x.is_complex():
+        # int32, bf16 -> fp16: through fp32 (exact for both), rounded once to DL16
+        wide = _ATEN_TO_COPY(x, **dict(kwargs, dtype=torch.float32))
+        return round_wide_to_dl16(wide, owned=True)
     out: torch.Tensor = _ATEN_TO_COPY(x, **kwargs)
     if settings.numerics and out.dtype is torch.float16:
         round_to_dl16_(out)

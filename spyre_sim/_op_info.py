@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch._ops import OpOverload
 
-from spyre_sim import _host_kernels, _special_ops, _storage
+from spyre_sim import _host_kernels, _special_ops, _storage, _wide_arithmetic
 
 if TYPE_CHECKING:
     from spyre_sim._lowering import Verdict
@@ -42,6 +42,7 @@ class OpInfo:
         "uses_args",
         "verdict",
         "verdict_gen",
+        "wide",
         "wide_index",
     )
 
@@ -98,6 +99,8 @@ class OpInfo:
         if kernel is not None:
             self.call = kernel.call
             self.rounds = not kernel.rounds_itself
+        #: the dtype fp16 operands are computed in (one DL16 rounding of the result), or None
+        self.wide = _wide_arithmetic.width(self, func)
         self.cache: dict[Any, Verdict] = {}
         self.verdict: Verdict | None = None
         self.verdict_gen: Any = None

@@ -25,10 +25,11 @@ if TYPE_CHECKING:
 _out_args = device_state.out_args  # out= tensors of the op being finished (set by dispatch)
 
 
-def finish(info: OpInfo, args: Sequence[Any], out: Any) -> Any:
-    """Store results the way the device does and wrap them."""
+def finish(info: OpInfo, args: Sequence[Any], out: Any, rounded: bool = False) -> Any:
+    """Store results the way the device does and wrap them (``rounded``: fp16 results are
+    DL16 already)."""
     fresh = info.fresh
-    rounds = info.rounds
+    rounds = info.rounds and not rounded
     if type(out) is torch.Tensor:
         return _store_one(fresh[0] if fresh else -1, args, out, rounds)
     if isinstance(out, (tuple, list)):

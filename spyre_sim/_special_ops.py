@@ -18,8 +18,6 @@ from torch._ops import OpOverload
 
 from spyre_sim import _dispatch, _storage, telemetry
 from spyre_sim._tensor import SpyreTensor, nbytes
-from spyre_sim.numerics import round_to_dl16_
-from spyre_sim.settings import settings
 
 if TYPE_CHECKING:
     from spyre_sim._op_info import OpInfo
@@ -80,9 +78,7 @@ def _copy(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str,
         _storage.check_transfer(src)
         telemetry.count_transfer(True, nbytes(src))
         host = dst._host
-        host.copy_(src)
-        if settings.numerics and host.dtype is torch.float16:
-            round_to_dl16_(host)
+        _storage.store_into(host, src)
         _storage.entered(host)
         return dst
     # device -> host
@@ -126,9 +122,7 @@ def copy_from(src: Any, dst: Any, resize: bool) -> Any:
             h = src
         if resize:
             dst._host.resize_(h.shape)
-        dst._host.copy_(h)
-        if settings.numerics and dst._host.dtype is torch.float16:
-            round_to_dl16_(dst._host)
+        _storage.store_into(dst._host, h)
         if h is src:  # a host tensor entered the device
             _storage.entered(dst._host)
         return dst

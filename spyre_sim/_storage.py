@@ -23,7 +23,7 @@ import torch
 from spyre_sim import _lowering, _modules, telemetry
 from spyre_sim._tensor import SpyreTensor, nbytes, wrap
 from spyre_sim.errors import SpyreDowncastWarning, SpyreLayoutError, SpyreLoweringError
-from spyre_sim.numerics import nan_enters_, round_to_dl16_
+from spyre_sim.numerics import nan_enters_, round_to_dl16_, round_wide_to_dl16
 from spyre_sim.settings import settings
 from spyre_sim.stack import current_stack
 from spyre_sim.state import device_state
@@ -135,11 +135,26 @@ def to_device_storage(host: torch.Tensor, fresh: bool) -> torch.Tensor:
         return round_to_dl16_(host)
     stored = STORE_AS.get(dtype)
     if stored is not None:
-        converted = host.to(storage_dtype(dtype))
         if stored is torch.float16:
-            round_to_dl16_(converted)
-        return converted
+            storage_dtype(dtype)  # the once-per-process downcast warning
+            return round_wide_to_dl16(host, owned=fresh)  # one rounding, not fp16's first
+        return host.to(storage_dtype(dtype))
     return host
+
+
+def store_into(host: torch.Tensor, src: torch.Tensor) -> None:
+    """Copy ``src`` (a host tensor, or another device tensor's host) into the device storage
+    ``host``, stored the way the device stores it: a float32/float64 source into fp16 storage
+    is rounded once to DL16 (not through fp16's own rounding first)."""
+    if settings.numerics and host.dtype is torch.float16:
+        if src.dtype in FLOAT_WIDE and src.dim() <= host.dim():
+            src = round_wide_to_dl16(src.expand(host.shape) if src.shape != host.shape else src)
+            host.copy_(src)
+            return
+        host.copy_(src)
+        round_to_dl16_(host)
+        return
+    host.copy_(src)
 
 
 def host_to_device(src: torch.Tensor) -> SpyreTensor:

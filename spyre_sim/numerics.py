@@ -28,6 +28,11 @@ the finite -65472 on the device, as it becomes a finite -3.35e7 on the real card
 ``no-inf``): a fully masked row softmaxes to uniform instead of NaN. NaN computed on the device
 stays NaN; a NaN *entering* the device (a transfer, or a fallback's result) reads back as
 ``-inf`` (:func:`nan_enters_`, gap ``nan-entry``).
+
+Each stored result is rounded **once**: a float32 source (a transfer of fp32 weights, or an op
+the device computes, which :mod:`spyre_sim._wide_arithmetic` runs on widened operands) goes
+to DL16 by :func:`round_wide_to_dl16`, never through fp16's own rounding first; an fp16 value
+(an fp16 transfer, a cpu-fallback's fp16 result) by :func:`round_to_dl16_`.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ __all__ = [
     "nan_enters_",
     "round_to_dl16",
     "round_to_dl16_",
+    "round_wide_to_dl16",
 ]
 
 DL16_EXPONENT_BITS = 6
@@ -218,6 +224,43 @@ def _round_torch_(values: torch.Tensor) -> torch.Tensor:
     bits.bitwise_and_(v.bitwise_not_())
     values.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
     return values
+
+
+def round_wide_to_dl16(values: torch.Tensor, owned: bool = False) -> torch.Tensor:
+    """A float16 tensor holding the DL16 rounding of a float32 or float64 tensor's values,
+    rounded **once** (to nearest, ties away from zero), not through fp16's own rounding first.
+    ``owned``: a float32 ``values`` is the caller's scratch and may be changed.
+
+    (Rounding to fp16 first and then to DL16 is wrong for a quarter of all values: one just
+    below a DL16 midpoint becomes that midpoint in fp16, which then goes away from zero.) On the
+    float32 bits, adding half a DL16 ulp (``0x2000``: fp32 keeps 14 more fraction bits) to the
+    magnitude and clearing the 14 low bits rounds to nearest with ties away, a carry into the
+    exponent included; the result has at most 10 significant bits and converts to fp16 exactly
+    wherever fp16 has normals. Magnitudes are first limited to :data:`DL16_HOST_MAX` (what the
+    host holds for every DL16 value beyond fp16's range, infinities included); NaN stays NaN.
+    A float64 value goes through float32 first, which changes its DL16 rounding only when it
+    lies within 2**-24 of a DL16 midpoint without being on it. Below fp16's normals the DL16
+    value is held as fp16's conversion gives it (the host cannot hold DL16's smaller normals).
+    """
+    if values.dtype is not torch.float32:
+        wide = values.to(torch.float32, memory_format=torch.contiguous_format)
+    elif not owned or not values.is_contiguous():
+        wide = values.clone(memory_format=torch.contiguous_format)
+    else:
+        wide = values
+    wide.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
+    if _np is None or wide.numel() == 0:
+        bits32 = wide.view(torch.int32)
+        bits32.add_(0x2000)
+        bits32.bitwise_and_(-0x4000)
+    else:
+        array = wide.numpy()
+        if array.ndim == 0:
+            array = array.reshape(1)
+        bits = array.view(_np.uint32)
+        bits += 0x2000
+        bits &= 0xFFFFC000
+    return wide.to(torch.float16)
 
 
 def round_to_dl16(values: torch.Tensor) -> torch.Tensor:

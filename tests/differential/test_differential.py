@@ -273,7 +273,9 @@ def test_a_device_error_is_raised_with_its_gap(spyre: Any) -> None:
 
 def test_a_close_call_flipped_by_dl16_rounding_is_precision(spyre: Any) -> None:
     """Found by the campaign: GPT-Neo (unscaled attention scores) with one head of 128 flips
-    one greedy token of 58 at cosine 0.9998; with DL16 rounding off it matches."""
+    one greedy token of 58 at cosine 0.9999; with DL16 rounding off it matches. (Seed 48420
+    flipped while the emulator rounded twice; with one rounding per result it matches, and
+    48431 is the first seed after it that flips.)"""
     case = _case(
         "gpt_neo",
         heads=1,
@@ -286,7 +288,7 @@ def test_a_close_call_flipped_by_dl16_rounding_is_precision(spyre: Any) -> None:
         image_size=32,
         patch_size=8,
         features=Features(0.5, True, None),
-        seed=48420,
+        seed=48431,
     )
     run = run_case(case, build_case(case), "2026.09")
     assert run.outcome is Outcome.PRECISION, run.detail

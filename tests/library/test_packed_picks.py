@@ -88,7 +88,10 @@ def test_same_results_as_stock_on_the_cpu_and_same_state(how: str) -> None:
     apply(adapter, adapted)
     x = torch.randn(2, 5, 128)
     with spyre_sim.use_stack("2026.05"), torch.no_grad():
-        assert torch.equal(adapted(x), stock(x))
+        # The picks are bit-exact (test above), but they are contiguous where the stock views
+        # are strided, and the host's BLAS may take another fp32 kernel for the products that
+        # follow (seen: 6.6e-07 apart on one x86_64 machine, equal on another).
+        torch.testing.assert_close(adapted(x), stock(x))
     assert adapted.state_dict().keys() == stock.state_dict().keys()
 
 

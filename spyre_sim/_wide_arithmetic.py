@@ -1,0 +1,247 @@
+"""One rounding per stored result: the device's fp16 ops computed wide on the host.
+
+The device computes on the DL16 values it stores and rounds each result it stores once, to
+nearest with ties away from zero (:mod:`spyre_sim.numerics`). Its arithmetic does not depend on
+where an element sits in memory, nor on how many rows share a tensor: static dataflow gives every
+output element the same computation whatever the batch or the padding around it.
+
+The host's own fp16 kernels have neither property, so the emulator does not use them for ops
+that compute new values:
+
+- they round to fp16 first (round-half-even) and the DL16 rounding comes second: a value just
+  below a DL16 midpoint becomes the midpoint in fp16 and then goes away from zero, so about a
+  quarter of all results were rounded the wrong way, always away from zero;
+- vectorised fp16 kernels are not correctly rounded (``rsqrt`` is one fp16 ulp off in the
+  vector body and exact in the scalar tail), and accumulations (matrix products, softmax,
+  means) run in an order that depends on the shape, so the same row gave different DL16
+  values with and without left padding, or alone and in a batch.
+
+Instead the op runs on widened copies of its fp16 operands (exact conversions) and the wide
+result is rounded once to DL16 (:func:`spyre_sim.numerics.round_wide_to_dl16`). Accumulating
+ops (:data:`ACCUMULATING`: products, convolutions, reductions, softmax, norms, attention) run in
+float64, whose rounding errors never reach a DL16 digit, so their results do not depend on the
+accumulation order; when their operands hold more than :data:`EXACT_LIMIT` elements they run in
+float32, the host's fast path (the device accumulates in fp32 too; there the order can move a
+result by one DL16 ulp). Other ops run in float32, where every DL16 input and every product of
+two is exact.
+
+Left as the host computes them: views, value-preserving ops (nothing to round), ops writing an
+input in place or into ``out=`` (the result is stored where the op wrote it), ops that draw
+random numbers (a wider draw would consume the generator differently), ops with an operand of
+another floating type, and ops whose wide form the host refuses (noted once per op).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from spyre_sim.numerics import round_wide_to_dl16
+
+if TYPE_CHECKING:
+    from spyre_sim._op_info import OpInfo
+
+__all__ = ["ACCUMULATING", "EXACT_LIMIT", "call", "call_in", "width"]
+
+#: Packets whose results accumulate many terms: computed in float64 (see the module docstring).
+ACCUMULATING = frozenset(
+    {
+        "aten.mm",
+        "aten.bmm",
+        "aten.addmm",
+        "aten.baddbmm",
+        "aten.addbmm",
+        "aten.mv",
+        "aten.addmv",
+        "aten.dot",
+        "aten.vdot",
+        "aten.matmul",
+        "aten.linear",
+        "aten.convolution",
+        "aten._convolution",
+        "aten.sum",
+        "aten.mean",
+        "aten.nansum",
+        "aten.nanmean",
+        "aten.prod",
+        "aten.cumsum",
+        "aten.cumprod",
+        "aten.var",
+        "aten.std",
+        "aten.var_mean",
+        "aten.std_mean",
+        "aten.norm",
+        "aten.linalg_vector_norm",
+        "aten._softmax",
+        "aten._log_softmax",
+        "aten._safe_softmax",
+        "aten.logsumexp",
+        "aten.native_layer_norm",
+        "aten.native_group_norm",
+        "aten.native_batch_norm",
+        "aten._native_batch_norm_legit_no_training",
+        "aten._fused_rms_norm",
+        "aten.scaled_dot_product_attention",
+        "aten._scaled_dot_product_flash_attention_for_cpu",
+        "aten.avg_pool1d",
+        "aten.avg_pool2d",
+        "aten.avg_pool3d",
+        "aten._adaptive_avg_pool2d",
+        "aten.adaptive_avg_pool1d",
+        "aten.upsample_bilinear2d",
+        "aten.upsample_linear1d",
+        "aten.upsample_bicubic2d",
+        "aten.grid_sampler_2d",
+    }
+)
+
+#: Accumulating ops whose operands hold more elements than this run in float32 instead of
+#: float64 (a 256 x 512 x 512 product takes twice as long in float64 on the host).
+EXACT_LIMIT = 1 << 18
+
+_REFUSED: set[str] = set()  # ops whose wide form the host refused: computed as before
+
+
+def width(info: OpInfo, func: Any) -> torch.dtype | None:
+    """The wide dtype ``info``'s op computes fp16 operands in, or ``None`` when the op is left
+    to the host's own kernel (see the module docstring)."""
+    if not info.rounds or info.is_view or info.special is not None or info.out_args:
+        return None
+    if any(how == -2 for how in info.fresh):
+        return None  # returns a view
+    written = [how for how in info.fresh if how >= 0]
+    if written and (len(info.fresh) != 1 or info.mutated != (written[0],)):
+        return None  # only the plain in-place form: one input written and returned
+    if torch.Tag.nondeterministic_seeded in func.tags or torch.Tag.inplace_view in func.tags:
+        return None
+    return torch.float64 if info.packet in ACCUMULATING else torch.float32
+
+
+def call(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
+    """The op on widened copies of its fp16 host operands, each floating result rounded once to
+    DL16 and stored as fp16; ``NotImplemented`` when the op is left to the host's kernel (no
+    fp16 operand, an operand of another floating type, or a wide form the host refuses)."""
+    wide = info.wide
+    if wide is None:
+        return NotImplemented
+    half = torch.float16
+    if info.mutated and not _is_half(hargs[info.mutated[0]]):
+        return NotImplemented
+    wargs: list[Any] = []
+    seen = False
+    size = 0
+    for value in hargs:
+        if isinstance(value, torch.Tensor):
+            dtype = value.dtype
+            if dtype is half:
+                seen = True
+                size += value.numel()
+                value = value.to(wide)
+            elif dtype.is_floating_point:
+                return NotImplemented
+        elif isinstance(value, (list, tuple)):
+            inner = _half_operands(value)
+            if inner < 0:
+                return NotImplemented
+            if inner:
+                seen = True
+                size += _elements(value)
+                value = type(value)(v.to(wide) if _is_half(v) else v for v in value)
+        wargs.append(value)
+    wkwargs = hkwargs
+    if hkwargs:
+        count = _half_operands(hkwargs.values())
+        if count < 0:
+            return NotImplemented
+        seen = seen or count > 0
+        wkwargs = {k: _widen(v, wide) for k, v in hkwargs.items()}
+        dtype_kw = hkwargs.get("dtype")
+        if isinstance(dtype_kw, torch.dtype):
+            if not dtype_kw.is_floating_point:
+                return NotImplemented
+            wkwargs["dtype"] = wide
+    if not seen or info.name in _REFUSED:
+        return NotImplemented
+    if wide is torch.float64 and size > EXACT_LIMIT:
+        return call_in(info, hargs, hkwargs, torch.float32)
+    try:
+        out = info.call(*wargs, **wkwargs)
+    except (RuntimeError, NotImplementedError, TypeError):
+        _REFUSED.add(info.name)
+        return NotImplemented
+    return _written(info, hargs, out) if info.mutated else _narrow(out)
+
+
+def call_in(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any], wide: torch.dtype) -> Any:
+    """:func:`call` with the wide dtype given."""
+    if info.mutated and not _is_half(hargs[info.mutated[0]]):
+        return NotImplemented
+    kwargs = {k: _widen(v, wide) for k, v in hkwargs.items()}
+    if isinstance(hkwargs.get("dtype"), torch.dtype):
+        kwargs["dtype"] = wide
+    try:
+        out = info.call(*[_widen(a, wide) for a in hargs], **kwargs)
+    except (RuntimeError, NotImplementedError, TypeError):
+        _REFUSED.add(info.name)
+        return NotImplemented
+    return _written(info, hargs, out) if info.mutated else _narrow(out)
+
+
+def _written(info: OpInfo, hargs: list[Any], out: Any) -> Any:
+    """An in-place op ran on a widened copy of the input it writes (``out``): the input takes
+    the copy's DL16 rounding, and is the result, as the in-place op's is."""
+    target = hargs[info.mutated[0]]
+    target.copy_(round_wide_to_dl16(out, owned=True))
+    return target
+
+
+def _is_half(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype is torch.float16
+
+
+def _half_operands(values: Any) -> int:
+    """Number of fp16 tensor operands, or -1 when some operand is of another floating type."""
+    count = 0
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            dtype = value.dtype
+            if dtype is torch.float16:
+                count += 1
+            elif dtype.is_floating_point:
+                return -1
+        elif isinstance(value, (list, tuple)):
+            inner = _half_operands(value)
+            if inner < 0:
+                return -1
+            count += inner
+    return count
+
+
+def _elements(values: list[Any] | tuple[Any, ...]) -> int:
+    total = 0
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            total += value.numel()
+        elif isinstance(value, (list, tuple)):
+            total += _elements(value)
+    return total
+
+
+def _widen(value: Any, wide: torch.dtype) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(wide) if value.dtype is torch.float16 else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_widen(v, wide) for v in value)
+    return value
+
+
+def _narrow(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return round_wide_to_dl16(value, owned=True) if value.dtype in _WIDE else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_narrow(v) for v in value)
+    return value
+
+
+_WIDE = (torch.float32, torch.float64)

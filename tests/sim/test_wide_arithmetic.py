@@ -1,0 +1,190 @@
+"""The device rounds each result once, from a wide computation, whatever the shape around it.
+
+Before, the emulator ran the host's fp16 kernels and rounded their fp16 results to DL16: two
+roundings (a quarter of all values went the wrong way, always away from zero), vectorised
+kernels that are not correctly rounded, and accumulations whose order followed the shape, so
+the same row gave other DL16 values with left padding or in a batch.
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import ModuleType
+
+import pytest
+import torch
+
+from spyre_sim import _wide_arithmetic
+from spyre_sim.numerics import DL16_HOST_MAX, dl16_decode, dl16_encode, round_to_dl16
+
+pytestmark = pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreSimWarning")
+
+
+def _reference(values: torch.Tensor) -> torch.Tensor:
+    """What the device holds for ``values``, by the exact (slow) DL16 encoder."""
+    decoded = dl16_decode(dl16_encode(values.double()))
+    return decoded.clamp(-DL16_HOST_MAX, DL16_HOST_MAX).to(torch.float16)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    nan = torch.isnan(a)
+    return torch.equal(nan, torch.isnan(b)) and torch.equal(a[~nan], b[~nan])
+
+
+def _midpoints() -> torch.Tensor:
+    """Every DL16 midpoint in fp16's normal range, and the float32 neighbours of each."""
+    patterns = torch.arange(0x0400, 0x7C00, dtype=torch.int32).to(torch.int16)
+    odd = patterns[patterns % 2 == 1].view(torch.float16).float()  # fp16 values between DL16s
+    below = torch.nextafter(odd, torch.zeros_like(odd))
+    above = torch.nextafter(odd, torch.full_like(odd, float("inf")))
+    both = torch.cat([odd, below, above])
+    return torch.cat([both, -both])
+
+
+def test_wide_rounding_matches_the_exact_encoder(spyre: ModuleType) -> None:
+    torch.manual_seed(0)
+    spread = torch.randn(200_000) * torch.logspace(-9, 6, 200_000)
+    special = torch.tensor(
+        [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 65472, 65490, 65504, 65520, 1e9]
+    )
+    values = torch.cat([_midpoints(), spread, special, -special])
+    expected = _reference(values)
+    assert _same(spyre.round_wide_to_dl16(values), expected)
+    assert _same(spyre.round_wide_to_dl16(values.double()), expected)
+    strided = values[: 2 * 1000].reshape(1000, 2).t()
+    assert _same(spyre.round_wide_to_dl16(strided), _reference(strided))
+
+
+def test_a_value_just_below_a_midpoint_rounds_down_once() -> None:
+    # 1 + 2**-10 is a DL16 midpoint; just below it fp16 rounds up to it, and DL16 then went up
+    x = torch.tensor([1 + 2**-10 - 2**-20, -(1 + 2**-10 - 2**-20)])
+    old = round_to_dl16(x.half())
+    assert old.tolist() == [1 + 2**-9, -(1 + 2**-9)]  # the double rounding
+    from spyre_sim.numerics import round_wide_to_dl16
+
+    assert round_wide_to_dl16(x).tolist() == [1.0, -1.0]
+
+
+def _products_below_midpoints() -> tuple[torch.Tensor, torch.Tensor]:
+    """Pairs of DL16 values whose exact product lies strictly between a DL16 midpoint and the
+    fp16 value below it: fp16 rounds such a product up to the midpoint."""
+    torch.manual_seed(1)
+    a = round_to_dl16(torch.rand(20_000, dtype=torch.float16) + 1)
+    b = round_to_dl16(torch.rand(20_000, dtype=torch.float16) + 1)
+    exact = a.double() * b.double()
+    fp16 = exact.half()
+    on_midpoint = fp16.view(torch.int16) % 2 == 1
+    keep = on_midpoint & (exact < fp16.double())
+    assert int(keep.sum()) > 100
+    return a[keep], b[keep]
+
+
+def test_a_product_on_the_device_is_rounded_once(spyre: ModuleType) -> None:
+    a, b = _products_below_midpoints()
+    got = (a.to("spyre") * b.to("spyre")).cpu()
+    assert torch.equal(got, _reference(a.double() * b.double()))
+    assert (got < round_to_dl16(a * b)).all()  # the fp16 kernel's double rounding went up
+    inplace = a.to("spyre")
+    inplace.mul_(b.to("spyre"))
+    assert torch.equal(inplace.cpu(), got)
+
+
+def test_rsqrt_does_not_depend_on_where_a_value_sits(spyre: ModuleType) -> None:
+    torch.manual_seed(2)
+    values = round_to_dl16(torch.rand(14, dtype=torch.float16) + 0.5)
+    longer = torch.cat([round_to_dl16(torch.rand(64, dtype=torch.float16) + 0.5), values])
+    # the host's fp16 kernel: vector body and scalar tail disagree
+    host_alone, host_inside = torch.rsqrt(longer[:14]), torch.rsqrt(longer)[:14]
+    assert not torch.equal(host_alone, host_inside)
+    device = longer.to("spyre")
+    alone = torch.rsqrt(device[:14].clone()).cpu()
+    inside = torch.rsqrt(device).cpu()[:14]
+    assert torch.equal(alone, inside)
+    assert torch.equal(alone, _reference(torch.rsqrt(longer[:14].double())))
+
+
+def test_a_row_is_the_same_alone_and_in_a_batch(spyre: ModuleType) -> None:
+    torch.manual_seed(3)
+    weight = round_to_dl16(torch.randn(64, 128, dtype=torch.float16))
+    rows = round_to_dl16(torch.randn(50, 128, dtype=torch.float16))
+    w, x = weight.to("spyre"), rows.to("spyre")
+    batched = torch.nn.functional.linear(x, w).cpu()
+    alone = torch.nn.functional.linear(x[7:8].clone(), w).cpu()
+    assert torch.equal(batched[7:8], alone)
+    scores = torch.cat([rows[:, :20], torch.full((50, 44), -65472.0, dtype=torch.float16)], 1)
+    masked = torch.softmax(scores.to("spyre"), dim=-1).cpu()[:, :20]
+    short = torch.softmax(rows[:, :20].to("spyre"), dim=-1).cpu()
+    assert torch.equal(masked, short)
+
+
+def _last_logits(model: torch.nn.Module, ids: torch.Tensor, pad: int) -> torch.Tensor:
+    mask = torch.ones_like(ids)
+    if pad:
+        ids = torch.cat([torch.zeros(ids.shape[0], pad, dtype=ids.dtype), ids], 1)
+        mask = torch.cat([torch.zeros(ids.shape[0], pad, dtype=mask.dtype), mask], 1)
+    positions = (torch.cumsum(mask, -1) - 1).masked_fill(mask == 0, 1)
+    inputs = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+    out = model(**{k: v.to("spyre") for k, v in inputs.items()})
+    return out.logits[:, -1].cpu()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_left_padding_does_not_change_an_adapted_llama_on_the_device(
+    spyre: ModuleType, seed: int
+) -> None:
+    """Transformers' left-padding test at the tester's sizes (the old numerics gave other last
+    logits with 32 pad tokens in every one of six seeds)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    import spyre_adapters
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=37,
+    )
+    model = LlamaForCausalLM(config).eval().to("spyre")
+    ids = torch.randint(1, 99, (2, 7))
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        spyre_adapters.prepare(model, stack=spyre.current_stack().name)
+        assert torch.equal(_last_logits(model, ids, 0), _last_logits(model, ids, 32))
+
+
+def test_what_is_left_to_the_host_kernels(spyre: ModuleType) -> None:
+    from spyre_sim._op_info import OpInfo
+
+    def wide(op: torch._ops.OpOverload) -> torch.dtype | None:
+        return OpInfo(op).wide
+
+    aten = torch.ops.aten
+    assert wide(aten.mm.default) is torch.float64  # accumulates
+    assert wide(aten.mul.Tensor) is torch.float32
+    assert wide(aten.mul_.Tensor) is torch.float32  # in place: written back rounded
+    assert wide(aten.view.default) is None  # a view
+    assert wide(aten.cat.default) is None  # keeps values
+    assert wide(aten.unsqueeze_.default) is None  # metadata only
+    assert wide(aten.bernoulli.default) is None  # draws random numbers
+    assert wide(aten.mul.out) is None  # out=
+    assert wide(aten._to_copy.default) is None  # the cast stores itself
+    bf16 = torch.randn(4, 64, dtype=torch.bfloat16)
+    got = (bf16.to("spyre") * bf16.to("spyre")).cpu()
+    assert torch.equal(got, bf16 * bf16)  # bf16 is native: the host's bf16 kernel
+
+
+def test_large_products_accumulate_in_float32(spyre: ModuleType) -> None:
+    a = round_to_dl16(torch.randn(512, 512, dtype=torch.float16))
+    assert 2 * a.numel() > _wide_arithmetic.EXACT_LIMIT
+    got = (a.to("spyre") @ a.to("spyre")).cpu()
+    assert torch.equal(got, spyre.round_wide_to_dl16(a.float() @ a.float()))
+
+
+def test_weights_are_stored_with_one_rounding(spyre: ModuleType) -> None:
+    x = _midpoints()
+    assert torch.equal(x.to("spyre").cpu(), _reference(x))
+    with spyre.configure(numerics=False):
+        assert torch.equal(x.to("spyre").cpu(), x)
