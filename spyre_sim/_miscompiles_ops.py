@@ -56,11 +56,20 @@ def rotate_half_concat(args: Sequence[Any], kwargs: dict[str, Any], out: Any) ->
 
 @register("layernorm-nan", "aten.native_layer_norm")
 def layer_norm_nan(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
-    """Rows with variance below :data:`NEAR_CONSTANT_VARIANCE` come back as NaN."""
+    """Rows with variance below :data:`NEAR_CONSTANT_VARIANCE` come back as NaN.
+
+    The variance is the input row's, in float64: reading it back from the stored ``rstd``
+    (``(var + eps) ** -0.5`` in 16 bits) cannot tell a near-constant row once ``eps`` is large,
+    e.g. Transformers' tests set every norm's ``eps`` to 1.0, where ``rstd`` stores as 1.0 for
+    any variance below about 1e-3 and every row looked near-constant."""
     result, mean, rstd = out
-    eps = args[4] if len(args) > 4 else kwargs.get("eps", 1e-5)
-    threshold = (NEAR_CONSTANT_VARIANCE + float(eps)) ** -0.5
-    rows = rstd > threshold
+    source = _host(args[0]) if args else None
+    shape = args[1] if len(args) > 1 else kwargs.get("normalized_shape")
+    if not isinstance(source, torch.Tensor) or not isinstance(shape, (list, tuple)) or not shape:
+        return None
+    dims = tuple(range(source.dim() - len(shape), source.dim()))
+    variance = source.double().var(dim=dims, correction=0, keepdim=True)
+    rows = variance < NEAR_CONSTANT_VARIANCE
     if not bool(rows.any()):
         return None
     result = result.masked_fill(rows, float("nan"))

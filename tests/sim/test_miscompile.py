@@ -64,6 +64,20 @@ def test_layernorm_nan_on_near_constant_rows(spyre: ModuleType, tmp_path: Path) 
         assert not torch.isnan(norm(x).cpu()).any()
 
 
+def test_layernorm_nan_judges_the_rows_variance_whatever_eps(spyre: ModuleType) -> None:
+    """Transformers' tests set every norm's eps to 1.0: rstd is then 1.0 in 16 bits for any
+    small variance, and must not make ordinary rows look near-constant."""
+    torch.manual_seed(0)
+    rows = (torch.randn(4, 10) * 0.02).half()  # variance about 4e-4: not near-constant
+    rows[2] = 0.25  # constant
+    norm = torch.nn.LayerNorm(10, eps=1.0).half().to("spyre")
+    with torch.no_grad():
+        out = norm(rows.to("spyre")).cpu()
+    assert torch.isnan(out[2]).all()
+    assert not torch.isnan(out[[0, 1, 3]]).any()
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["layernorm-nan"]["count"] == 1
+
+
 def test_sdpa_on_strided_views_from_2026_05_to_2026_08(spyre: ModuleType) -> None:
     # the first SDPA decomposition copied q/k/v (#921); the copy went on May 20 (#2196); the
     # miscompile was fixed in September (#4331, #4376)
