@@ -82,7 +82,15 @@ def test_the_record_holds_the_version_pairs_that_ship_side_by_side(builtins: Reg
     record = read_record(RECORD.read_text(encoding="utf-8"))
     versions = {name: sorted(str(v) for n, v in record if n == name) for name, _ in record}
     assert versions["host-mask"] == ["1.0.0", "1.0.1", "1.1.0"]
-    assert versions["layernorm-two-pass"] == ["1.0.0", "1.0.1", "1.0.2", "2.0.0", "2.0.1"]
+    assert versions["layernorm-two-pass"] == [
+        "1.0.0",
+        "1.0.1",
+        "1.0.2",
+        "1.1.0",
+        "2.0.0",
+        "2.0.1",
+        "2.1.0",
+    ]
     # 2.x starts where the stack changed what LayerNorm needs (fp32 inside norms, 2026.07)
     for version in ("2.0.0", "2.0.1"):
         assert str(builtins.get("layernorm-two-pass", version).stacks) == ">=2026.07"
