@@ -187,16 +187,14 @@ def _execute(
 ) -> Any:
     if verdict.decision is Decision.FALLBACK:
         return _fallback(func, info, verdict, args, hargs, hkwargs)
+    out = NotImplemented
     if info.wide is not None and settings.numerics:
-        out = _wide_arithmetic.call(info, hargs, hkwargs)
-        if out is NotImplemented:
-            out = info.call(*hargs, **hkwargs)
-        elif not verdict.miscompiles and not verdict.marks:
-            return _op_results.finish(info, args, out, rounded=True)
-    else:
+        out = _wide_arithmetic.call(info, hargs, hkwargs)  # rounded to DL16 once
+    rounded = out is not NotImplemented
+    if not rounded:
         out = info.call(*hargs, **hkwargs)  # the C++ op, without OpOverload.__call__
     if not verdict.miscompiles and not verdict.marks:
-        return _op_results.finish(info, args, out)
+        return _op_results.finish(info, args, out, rounded=rounded)
     out, marks = _lowering.apply_miscompiles(verdict, args, kwargs or {}, out)
     result = _op_results.finish(info, args, out)
     for attribute, value in marks:

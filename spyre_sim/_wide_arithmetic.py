@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from spyre_sim._storage import FLOAT_WIDE
 from spyre_sim.numerics import round_wide_to_dl16
 
 if TYPE_CHECKING:
     from spyre_sim._op_info import OpInfo
 
-__all__ = ["ACCUMULATING", "EXACT_LIMIT", "call", "call_in", "width"]
+__all__ = ["ACCUMULATING", "EXACT_LIMIT", "call", "width"]
 
 #: Packets whose results accumulate many terms: computed in float64 (see the module docstring).
 ACCUMULATING = frozenset(
@@ -123,65 +124,24 @@ def call(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
     DL16 and stored as fp16; ``NotImplemented`` when the op is left to the host's kernel (no
     fp16 operand, an operand of another floating type, or a wide form the host refuses)."""
     wide = info.wide
-    if wide is None:
+    if wide is None or info.name in _REFUSED:
         return NotImplemented
-    half = torch.float16
     if info.mutated and not _is_half(hargs[info.mutated[0]]):
         return NotImplemented
-    wargs: list[Any] = []
-    seen = False
-    size = 0
-    for value in hargs:
-        if isinstance(value, torch.Tensor):
-            dtype = value.dtype
-            if dtype is half:
-                seen = True
-                size += value.numel()
-                value = value.to(wide)
-            elif dtype.is_floating_point:
-                return NotImplemented
-        elif isinstance(value, (list, tuple)):
-            inner = _half_operands(value)
-            if inner < 0:
-                return NotImplemented
-            if inner:
-                seen = True
-                size += _elements(value)
-                value = type(value)(v.to(wide) if _is_half(v) else v for v in value)
-        wargs.append(value)
-    wkwargs = hkwargs
-    if hkwargs:
-        count = _half_operands(hkwargs.values())
-        if count < 0:
-            return NotImplemented
-        seen = seen or count > 0
-        wkwargs = {k: _widen(v, wide) for k, v in hkwargs.items()}
-        dtype_kw = hkwargs.get("dtype")
-        if isinstance(dtype_kw, torch.dtype):
-            if not dtype_kw.is_floating_point:
-                return NotImplemented
-            wkwargs["dtype"] = wide
-    if not seen or info.name in _REFUSED:
+    positional = _half_operands(hargs)
+    keyword = _half_operands(hkwargs.values()) if hkwargs else 0
+    if positional < 0 or keyword < 0 or positional + keyword == 0:
         return NotImplemented
-    if wide is torch.float64 and size > EXACT_LIMIT:
-        return call_in(info, hargs, hkwargs, torch.float32)
+    dtype_kw = hkwargs.get("dtype")
+    if isinstance(dtype_kw, torch.dtype) and not dtype_kw.is_floating_point:
+        return NotImplemented
+    if wide is torch.float64 and _half_elements(hargs) > EXACT_LIMIT:
+        wide = torch.float32
+    wkwargs = {k: _widen(v, wide) for k, v in hkwargs.items()}
+    if isinstance(dtype_kw, torch.dtype):
+        wkwargs["dtype"] = wide
     try:
-        out = info.call(*wargs, **wkwargs)
-    except (RuntimeError, NotImplementedError, TypeError):
-        _REFUSED.add(info.name)
-        return NotImplemented
-    return _written(info, hargs, out) if info.mutated else _narrow(out)
-
-
-def call_in(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any], wide: torch.dtype) -> Any:
-    """:func:`call` with the wide dtype given."""
-    if info.mutated and not _is_half(hargs[info.mutated[0]]):
-        return NotImplemented
-    kwargs = {k: _widen(v, wide) for k, v in hkwargs.items()}
-    if isinstance(hkwargs.get("dtype"), torch.dtype):
-        kwargs["dtype"] = wide
-    try:
-        out = info.call(*[_widen(a, wide) for a in hargs], **kwargs)
+        out = info.call(*[_widen(a, wide) for a in hargs], **wkwargs)
     except (RuntimeError, NotImplementedError, TypeError):
         _REFUSED.add(info.name)
         return NotImplemented
@@ -218,13 +178,14 @@ def _half_operands(values: Any) -> int:
     return count
 
 
-def _elements(values: list[Any] | tuple[Any, ...]) -> int:
+def _half_elements(values: Any) -> int:
+    """Elements of the fp16 tensor operands, nested sequences included."""
     total = 0
     for value in values:
-        if isinstance(value, torch.Tensor):
+        if _is_half(value):
             total += value.numel()
         elif isinstance(value, (list, tuple)):
-            total += _elements(value)
+            total += _half_elements(value)
     return total
 
 
@@ -238,10 +199,7 @@ def _widen(value: Any, wide: torch.dtype) -> Any:
 
 def _narrow(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return round_wide_to_dl16(value, owned=True) if value.dtype in _WIDE else value
+        return round_wide_to_dl16(value, owned=True) if value.dtype in FLOAT_WIDE else value
     if isinstance(value, (list, tuple)):
         return type(value)(_narrow(v) for v in value)
     return value
-
-
-_WIDE = (torch.float32, torch.float64)

@@ -28,12 +28,18 @@ from spyre_adapters.library.layer_norm_stats import adapter as adapter_1_0_1
 from spyre_adapters.library.layer_norm_stats_uncopied import fp32_statistics as adapter_2_0_1
 from spyre_adapters.library.layer_norm_stats_uncopied import input_dtype as adapter_1_0_2
 from spyre_adapters.library.layer_norm_stats_v2_0_0 import adapter as adapter_2_0_0
+from spyre_adapters.library.layer_norm_subclasses import fp32_statistics as adapter_2_1_0
+from spyre_adapters.library.layer_norm_subclasses import input_dtype as adapter_1_1_0
 
 VISION = {"vit", "clip_vision_model", "dinov2"}
 #: each new version with the one whose numbers it keeps, and a release where it is resolved
 VERSIONS = [
     pytest.param(adapter_1_0_2, adapter_1_0_1, "2026.05", id="1.0.2"),
     pytest.param(adapter_2_0_1, adapter_2_0_0, "2026.07", id="2.0.1"),
+    # 1.1.0 and 2.1.0 edit what 1.0.2 and 2.0.1 match the same way (and subclasses besides:
+    # tests/library/test_layer_norm_subclasses.py)
+    pytest.param(adapter_1_1_0, adapter_1_0_1, "2026.05", id="1.1.0"),
+    pytest.param(adapter_2_1_0, adapter_2_0_0, "2026.07", id="2.1.0"),
 ]
 
 
