@@ -4,7 +4,7 @@ Runs the selected tests of a Transformers test tree (the copy with a ``run`` scr
 its README, by default ``../shared/transformers-tests`` next to this checkout) once on the CPU
 and once per device mode, in one go, and prints per family and mode: tests that pass on the
 CPU, how many of those pass on the device, the class of every failure (gap, precision,
-miscompile, adapter, emulator, unexplained; from the ``--spyre-report``), and wall time against
+miscompile, adapter, emulator, platform, unexplained; from the ``--spyre-report``), and wall time against
 the CPU run of the same selection. A test the plugin skips because it runs backward on the
 (inference-only) device is classed ``inference-only``; ``in-scope`` is the pass rate without
 those tests, next to the pass rate of all CPU-passing ones::
@@ -72,7 +72,7 @@ MODES: dict[str, list[str]] = {
     "faithful": ["--spyre"],
     "functional": ["--spyre", "--spyre-numerics", "off", "--spyre-layout-checks", "off"],
 }
-CLASSES = ("gap", "precision", "miscompile", "adapter", "emulator", "unexplained")
+CLASSES = ("gap", "precision", "miscompile", "adapter", "emulator", "platform", "unexplained")
 #: The outcome of a test the plugin skips because it runs backward on the device (out of scope
 #: for an inference-only device: pytest_spyre.inference_only), told apart from other skips.
 INFERENCE_ONLY = "inference-only"

@@ -111,10 +111,11 @@ def main(argv: list[str] | None = None) -> int:
         for label in run.adapters:
             per_adapter[label.split(" ", 1)[0]][run.outcome] += 1
     print("\nper adapter (runs where it was applied; an op bridge where it bridged an op):")
-    print(f"  {'adapter':<24}" + "".join(f"{o.value:>16}" for o in Outcome))
+    width = max([len("adapter"), *map(len, by_adapter)])
+    print(f"  {'adapter':<{width}}" + "".join(f"{o.value:>16}" for o in Outcome))
     for name in sorted(by_adapter):
         counts = per_adapter.get(name, Counter())
-        print(f"  {name:<24}" + "".join(f"{counts.get(o, 0):>16}" for o in Outcome))
+        print(f"  {name:<{width}}" + "".join(f"{counts.get(o, 0):>16}" for o in Outcome))
 
     bad = [run for run in runs if not run.outcome.acceptable]
     close = [run for run in runs if run.outcome is Outcome.PRECISION]

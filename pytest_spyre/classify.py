@@ -6,14 +6,20 @@ that failed in the test (:mod:`pytest_spyre.precision`), and returns a
 :class:`~pytest_spyre.record.Failure` in one of these classes, first match wins:
 
 ``adapter``
-    an adapter failed to prepare (``AdapterApplyError``), or the innermost frame of the
-    exception is adapter code (``spyre_adapters``): a bug of an adapter;
+    an adapter failed to prepare (``AdapterApplyError``), or the frame that raised the
+    exception (:func:`innermost_package`) is adapter code (``spyre_adapters``): a bug of an
+    adapter;
 ``gap``
     a lowering or layout error of the device (``SpyreLoweringError``) anywhere in the chain: a
     gap of the release stopped the model;
 ``emulator``
-    the innermost frame is the device or the plugin (``spyre_sim``, ``pytest_spyre``) and the
+    the frame that raised is the device or the plugin (``spyre_sim``, ``pytest_spyre``) and the
     exception is not one the device raises on purpose: a bug of ours;
+``platform``
+    code outside the project (PyTorch, a library the test uses) refuses the device type by name:
+    the error was raised outside the project's packages and says the device is not supported
+    (PyTorch's FlexAttention accepts only cuda, cpu, xpu, hpu and mps tensors). Not a gap of the
+    stack, nor a defect of ours: no out-of-tree device passes such a test;
 ``miscompile``
     the device reproduced a documented miscompile during the test (wrong numbers, on purpose);
 ``precision``
@@ -27,6 +33,7 @@ that failed in the test (:mod:`pytest_spyre.precision`), and returns a
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -55,22 +62,39 @@ def _package_of(filename: str) -> str | None:
     return None
 
 
+#: A refusal of the device type by name: "... only supported on CUDA, CPU ... Found input
+#: tensors on spyre device", "... is not supported on spyre".
+_REFUSED_DEVICE = re.compile(r"\bsupport.*\bspyre\b|\bspyre\b.*\bsupport", re.I | re.S)
+
+_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
+
+
 def innermost_package(exc: BaseException) -> tuple[str, str] | None:
-    """``(package, "file:line in function")`` of the innermost traceback frame of ``exc`` when
-    it is in one of the project's packages, else None."""
+    """``(package, "file:line in function")`` of the frame that raised ``exc`` when it is in one
+    of the project's packages, else None.
+
+    That is the innermost traceback frame, except when it is a torch function or dispatch mode
+    hook (``__torch_function__``/``__torch_dispatch__``) called from project code: such a hook
+    only passed a call through, and the error belongs to the project frame that made the call
+    (e.g. an adapter helper asking for ``untyped_storage()`` of a tensor that has none, passed
+    through three modes' hooks). Hooks are skipped within the innermost unbroken run of project
+    frames only; a hook called straight from a model's code keeps the blame."""
+    frames = []
     tb = exc.__traceback__
-    last = None
     while tb is not None:
-        last = tb
+        frames.append((tb.tb_frame.f_code, tb.tb_lineno))
         tb = tb.tb_next
-    if last is None:
+    if not frames or _package_of(frames[-1][0].co_filename) is None:
         return None
-    code = last.tb_frame.f_code
+    run = []
+    for code, line in reversed(frames):
+        if _package_of(code.co_filename) is None:
+            break
+        run.append((code, line))
+    code, line = next(((c, n) for c, n in run if c.co_name not in _HOOKS), run[0])
     package = _package_of(code.co_filename)
-    if package is None:
-        return None
-    where = f"{os.path.basename(code.co_filename)}:{last.tb_lineno} in {code.co_name}"
-    return package, where
+    assert package is not None
+    return package, f"{os.path.basename(code.co_filename)}:{line} in {code.co_name}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -108,6 +132,10 @@ def classify(
         where = innermost_package(exc)
         if where is not None and not isinstance(exc, SpyreSimError):
             return Failure("emulator", f"{_first_line(exc)} (raised in {where[1]})")
+    for error in chain:
+        refused = _REFUSED_DEVICE.search(str(error)) and error.__traceback__ is not None
+        if refused and innermost_package(error) is None:
+            return Failure("platform", _first_line(error) + _outside(error))
     if record.miscompiles:
         gaps = sorted(record.miscompiles)
         return Failure(
@@ -121,6 +149,16 @@ def classify(
         check["device_format"] = device_format
         return Failure("precision", _precision_line(check), measured=check)
     return Failure("unexplained", _first_line(exc) if exc is not None else "failed")
+
+
+def _outside(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    code = tb.tb_frame.f_code
+    return f" (raised in {os.path.basename(code.co_filename)}:{tb.tb_lineno} in {code.co_name})"
 
 
 def _precision_line(check: dict[str, Any]) -> str:

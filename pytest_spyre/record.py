@@ -16,7 +16,9 @@ from typing import Any
 __all__ = ["FAILURE_CLASSES", "Agreement", "Blocker", "Failure", "RunTally", "TestRecord", "tally"]
 
 #: The classes a failing test can be in (see :mod:`pytest_spyre.classify`), in report order.
-FAILURE_CLASSES = ("gap", "precision", "miscompile", "adapter", "emulator", "unexplained")
+FAILURE_CLASSES = (
+    "gap", "precision", "miscompile", "adapter", "emulator", "platform", "unexplained"
+)  # fmt: skip
 
 
 @dataclass

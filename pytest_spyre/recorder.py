@@ -9,7 +9,7 @@ per test in ``item.stash`` and, once the test is finished, in :attr:`TestRecorde
 - the adapters applied by moving a model to the device, adapters that failed to prepare, and
   with ``--spyre-compare`` the agreement of each top-level forward with a CPU copy;
 - for a failing phase, the failure's class (:mod:`pytest_spyre.classify`: gap, precision,
-  miscompile, adapter, emulator, unexplained), shown in a ``spyre`` report section with the
+  miscompile, adapter, emulator, platform, unexplained), shown in a ``spyre`` report section with the
   evidence (the gap and where it closes, the measured difference and the device format, ...);
   a documented miscompile that fires in a test gets a section even when the test passed;
 - the outcome, as pytest counts it: a test with failed subtests is failed, each failed subtest
@@ -116,6 +116,11 @@ def _section(failure: Failure, blocker: Blocker | None, resolved: list[str]) -> 
         return f"adapter failure: {failure.detail}"
     if failure.cls == "emulator":
         return f"emulator defect (a bug of the emulated device or the plugin): {failure.detail}"
+    if failure.cls == "platform":
+        return (
+            "platform: code outside the project refuses the spyre device type (not a gap of "
+            f"the stack; no out-of-tree device runs this): {failure.detail}"
+        )
     return f"unexplained failure on the device: {failure.detail}"
 
 

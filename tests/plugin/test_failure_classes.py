@@ -1,4 +1,5 @@
-"""Why a test failed on the device: gap, precision, miscompile, adapter, emulator, unexplained.
+"""Why a test failed on the device: gap, precision, miscompile, adapter, emulator, platform,
+unexplained.
 
 Unit tests of :func:`pytest_spyre.classify.classify`, and ``--spyre`` runs (subprocesses) of a
 small suite whose tests fail for each reason, checking the ``spyre`` section, the JSON record
@@ -34,6 +35,32 @@ def test_innermost_package() -> None:
     assert innermost_package(_raised_in("elsewhere", RuntimeError("x"))) is None
 
 
+def test_blame_skips_mode_hooks_that_pass_a_call_through() -> None:
+    """A helper's call passed through mode hooks raised in the innermost hook: the helper is
+    blamed. A hook called straight from non-project code keeps the blame."""
+    namespace: dict[str, object] = {}
+    for package, source in (
+        ("spyre_adapters", "def helper(f, *a):\n    return f(*a)\n"),
+        ("spyre_sim", "def __torch_dispatch__(f, *a):\n    return f(*a)\n"),
+        ("elsewhere", "def model(f, *a):\n    return f(*a)\n"),
+    ):
+        exec(compile(source, os.path.join("x", package, "m.py"), "exec"), namespace)
+    hook, helper, model = namespace["__torch_dispatch__"], namespace["helper"], namespace["model"]
+
+    def raised(call: object, *args: object) -> BaseException:
+        try:
+            call(*args)  # type: ignore[operator]
+        except BaseException as exc:
+            return exc
+        raise AssertionError("not raised")
+
+    # int("x") raises in C, as torch's untyped_storage() does: the innermost frame is a hook
+    through = raised(helper, hook, hook, int, "x")
+    assert innermost_package(through) == ("spyre_adapters", "m.py:2 in helper")
+    straight = raised(model, hook, int, "x")
+    assert innermost_package(straight) == ("spyre_sim", "m.py:2 in __torch_dispatch__")
+
+
 def test_classes_in_order() -> None:
     from spyre_adapters.errors import AdapterApplyError
     from spyre_sim import SpyreLoweringError
@@ -59,6 +86,26 @@ def test_classes_in_order() -> None:
     miscompiled = TestRecord("t", miscompiles={"sdpa-strided": 2})
     assert classify(AssertionError("x"), miscompiled, [check], "DL16").cls == "miscompile"
     assert classify(AssertionError("x"), rec, [], "DL16").cls == "unexplained"
+
+
+def test_a_library_refusing_the_device_type_is_platform() -> None:
+    """PyTorch's FlexAttention refuses out-of-tree devices by name: class platform, with where."""
+
+    def refusal() -> ValueError:
+        return ValueError(
+            "FlexAttention is only supported on CUDA, CPU, HPU, or MPS devices. "
+            "Found input tensors on spyre device."
+        )
+
+    failure = classify(_raised_in("torch", refusal()), TestRecord("t"), [], "DL16")
+    assert failure.cls == "platform"
+    assert "fake.py:2 in boom" in failure.detail
+    # the same words raised by our own code are ours; other errors naming the device are not
+    assert (
+        classify(_raised_in("spyre_sim", refusal()), TestRecord("t"), [], "DL16").cls == "emulator"
+    )
+    mixed = RuntimeError("Expected all tensors to be on the same device, spyre:0 and cpu!")
+    assert classify(_raised_in("torch", mixed), TestRecord("t"), [], "DL16").cls == "unexplained"
 
 
 SUITE = """
