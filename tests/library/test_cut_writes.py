@@ -12,7 +12,12 @@ from library_models import apply, causal_lm
 import spyre_adapters
 import spyre_sim
 from spyre_adapters.library.stick_layout import head_padding as head_padding_2_0
-from spyre_adapters.library.stick_layout_v2_1 import head_padding
+from spyre_adapters.library.stick_layout_v2_1 import head_padding as head_padding_2_1_0
+from spyre_adapters.library.stick_layout_v2_1_1 import head_padding
+
+VERSIONS = pytest.mark.parametrize(
+    "adapter", [head_padding_2_1_0, head_padding], ids=["2.1.0", "2.1.1"]
+)
 
 IDS = torch.tensor([[5, 17, 42, 98, 7, 63, 11]])
 
@@ -44,22 +49,51 @@ def _stock(module: torch.nn.Module, *args: torch.Tensor) -> torch.Tensor:
         return module(*[a.clone() for a in args])
 
 
-def test_writes_into_a_rewritten_cut_reach_its_source() -> None:
+class VmappedCuts(torch.nn.Module):
+    """Cuts of the last dim under ``torch.vmap`` (FlexAttention builds its block mask so), one
+    of them written into."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def row(r: torch.Tensor) -> torch.Tensor:
+            r = r.clone()
+            r[..., :8].mul_(2)
+            return r[..., :8] + r[..., 8:]
+
+        return torch.vmap(row)(x)
+
+
+@VERSIONS
+def test_writes_into_a_rewritten_cut_reach_its_source(adapter: object) -> None:
     nope, rot = torch.randn(2, 3, 16), torch.randn(2, 3, 16)
     expected = _stock(AssembledKeys(), nope, rot)
     lost = AssembledKeys()
     apply(head_padding_2_0, lost)
     assert not torch.equal(_stock(lost, nope, rot), expected)  # 2.0 wrote into copies
     kept = AssembledKeys()
-    apply(head_padding, kept)
+    apply(adapter, kept)
     assert torch.equal(_stock(kept, nope, rot), expected)
 
 
-def test_copies_of_the_stock_model_stay_copies() -> None:
+@VERSIONS
+def test_copies_of_the_stock_model_stay_copies(adapter: object) -> None:
     x = torch.randn(4, 32)
     module = AdvancedIndexCopy()
-    apply(head_padding, module)
+    apply(adapter, module)
     assert torch.equal(_stock(module, x), x)
+
+
+def test_cuts_under_vmap() -> None:
+    """2.1.0 asked a batched tensor for its storage and failed; 2.1.1 gives the stock values,
+    the write into the cut included."""
+    x = torch.randn(5, 3, 16)
+    expected = _stock(VmappedCuts(), x)
+    failing = VmappedCuts()
+    apply(head_padding_2_1_0, failing)
+    with pytest.raises(NotImplementedError, match="Cannot access storage of BatchedTensorImpl"):
+        _stock(failing, x)
+    module = VmappedCuts()
+    apply(head_padding, module)
+    assert torch.equal(_stock(module, x), expected)
 
 
 @pytest.mark.parametrize("model_type", ["deepseek_v3", "youtu"])
@@ -79,7 +113,7 @@ def test_latent_attention_gives_the_stock_logits(model_type: str) -> None:
     assert torch.allclose(adapted, stock, atol=1e-5, rtol=1e-4)
     prepared = causal_lm(model_type, **sizes)
     spyre_adapters.prepare(prepared, "2026.09")
-    assert "head-padding 2.1.0" in {
+    assert "head-padding 2.1.1" in {
         f"{a.name} {a.version}" for a in spyre_adapters.applied(prepared)
     }
     with warnings.catch_warnings():
