@@ -180,8 +180,9 @@ def _table(runs: list[ModeRun], families: list[str]) -> tuple[str, dict[str, Any
     cpu = next(r for r in runs if r.mode == "cpu")
     cpu_pass = {n for n, o in cpu.outcomes.items() if o == "passed"}
     lines = []
+    width = max([13, *map(len, families)]) + 1
     head = (
-        f"{'family':<14}{'mode':<11}{'cpu-pass':>9}{'pass':>6}{'pct':>7}{'in-scope':>9}"
+        f"{'family':<{width}}{'mode':<11}{'cpu-pass':>9}{'pass':>6}{'pct':>7}{'in-scope':>9}"
         "  failures by class"
     )
     lines.append(head)
@@ -203,7 +204,7 @@ def _table(runs: list[ModeRun], families: list[str]) -> tuple[str, dict[str, Any
             in_scope = 100.0 * len(passed) / scope if scope else 0.0
             text = ", ".join(f"{k} {v}" for k, v in sorted(classes.items())) or "-"
             lines.append(
-                f"{fam:<14}{run.mode:<11}{len(mine):>9}{len(passed):>6}{pct:>6.1f}%"
+                f"{fam:<{width}}{run.mode:<11}{len(mine):>9}{len(passed):>6}{pct:>6.1f}%"
                 f"{in_scope:>8.1f}%  {text}"
             )
             entry = {
