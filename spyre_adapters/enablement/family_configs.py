@@ -260,8 +260,12 @@ def _overrides(
     put(_HEAD_DIM, preset.head_dim, allow_none=True)
     put(_PROJECTION, preset.hidden)
     _cap_experts(attrs, preset, out)
+    experts = any(is_int(attrs.get(k)) for k in _EXPERTS)
     for key in _EXPERTS_PER_TOKEN:
         if is_int(attrs.get(key)) and attrs[key] > preset.experts_per_token:
+            out[key] = preset.experts_per_token
+        elif key in attrs and attrs[key] is None and experts:
+            # declared but unset (DeepSeek-V2's default config routes to k=None): the preset's
             out[key] = preset.experts_per_token
     _cap_vocab(attrs, preset, out)
     if is_int(attrs.get("image_size")):
