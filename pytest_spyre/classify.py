@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Sequence
+from types import CodeType
 from typing import Any
 
 from pytest_spyre.record import Failure, TestRecord
@@ -79,22 +80,30 @@ def innermost_package(exc: BaseException) -> tuple[str, str] | None:
     (e.g. an adapter helper asking for ``untyped_storage()`` of a tensor that has none, passed
     through three modes' hooks). Hooks are skipped within the innermost unbroken run of project
     frames only; a hook called straight from a model's code keeps the blame."""
+    run = []  # the innermost unbroken run of project frames, innermost first
+    for code, line in reversed(_frames(exc)):
+        package = _package_of(code.co_filename)
+        if package is None:
+            break
+        run.append((package, code, line))
+    if not run:
+        return None
+    package, code, line = next((f for f in run if f[1].co_name not in _HOOKS), run[0])
+    return package, _where(code, line)
+
+
+def _frames(exc: BaseException) -> list[tuple[CodeType, int]]:
+    """``(code, line)`` of each traceback frame of ``exc``, outermost first."""
     frames = []
     tb = exc.__traceback__
     while tb is not None:
         frames.append((tb.tb_frame.f_code, tb.tb_lineno))
         tb = tb.tb_next
-    if not frames or _package_of(frames[-1][0].co_filename) is None:
-        return None
-    run = []
-    for code, line in reversed(frames):
-        if _package_of(code.co_filename) is None:
-            break
-        run.append((code, line))
-    code, line = next(((c, n) for c, n in run if c.co_name not in _HOOKS), run[0])
-    package = _package_of(code.co_filename)
-    assert package is not None
-    return package, f"{os.path.basename(code.co_filename)}:{line} in {code.co_name}"
+    return frames
+
+
+def _where(code: CodeType, line: int) -> str:
+    return f"{os.path.basename(code.co_filename)}:{line} in {code.co_name}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -152,13 +161,8 @@ def classify(
 
 
 def _outside(exc: BaseException) -> str:
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is None:
-        return ""
-    code = tb.tb_frame.f_code
-    return f" (raised in {os.path.basename(code.co_filename)}:{tb.tb_lineno} in {code.co_name})"
+    frames = _frames(exc)
+    return f" (raised in {_where(*frames[-1])})" if frames else ""
 
 
 def _precision_line(check: dict[str, Any]) -> str:
