@@ -11,7 +11,12 @@ that failed in the test (:mod:`pytest_spyre.precision`), and returns a
     adapter;
 ``gap``
     a lowering or layout error of the device (``SpyreLoweringError``) anywhere in the chain: a
-    gap of the release stopped the model;
+    gap of the release stopped the model. Also gap ``fp32-storage``: the device stored the
+    test's float32 as float16 (the test's record counts that gap) and code outside the project
+    refused float16 ("Unsupported dtype Half", "conversion from numpy.float16 to Decimal is not
+    supported"), raised below nothing of ours but mode hooks passing the call through: the real
+    device stores float32 the same way, so the same code refuses it there (checked before the
+    adapter blame, since such a hook only passed the call on);
 ``emulator``
     the frame that raised is the device or the plugin (``spyre_sim``, ``pytest_spyre``) and the
     exception is not one the device raises on purpose: a bug of ours;
@@ -80,16 +85,52 @@ def innermost_package(exc: BaseException) -> tuple[str, str] | None:
     (e.g. an adapter helper asking for ``untyped_storage()`` of a tensor that has none, passed
     through three modes' hooks). Hooks are skipped within the innermost unbroken run of project
     frames only; a hook called straight from a model's code keeps the blame."""
-    run = []  # the innermost unbroken run of project frames, innermost first
+    run = _innermost_run(exc)
+    if not run:
+        return None
+    package, code, line = next((f for f in run if f[1].co_name not in _HOOKS), run[0])
+    return package, _where(code, line)
+
+
+def _innermost_run(exc: BaseException) -> list[tuple[str, CodeType, int]]:
+    """``(package, code, line)`` of the innermost unbroken run of project frames of ``exc``'s
+    traceback, innermost first (empty when the innermost frame is not the project's)."""
+    run = []
     for code, line in reversed(_frames(exc)):
         package = _package_of(code.co_filename)
         if package is None:
             break
         run.append((package, code, line))
-    if not run:
+    return run
+
+
+#: Code that does not take float16 saying so (PyTorch's C++ checks, NumPy, the standard library)
+_REFUSED_HALF = re.compile(
+    r"\b(half|float16)\b.*\b(not (be )?(implemented|supported)|unsupported)\b"
+    r"|\b(not (be )?(implemented|supported)|unsupported)\b.*\b(half|float16)\b",
+    re.I | re.S,
+)
+
+
+def _half_refused(chain: Sequence[BaseException], record: TestRecord) -> Failure | None:
+    """Gap ``fp32-storage`` when the device stored float32 as float16 in this test and code
+    outside the project (or only our pass-through mode hooks above it) refused float16."""
+    if "fp32-storage" not in record.gaps:
         return None
-    package, code, line = next((f for f in run if f[1].co_name not in _HOOKS), run[0])
-    return package, _where(code, line)
+    for error in chain:
+        if error.__traceback__ is None or not _REFUSED_HALF.search(str(error)):
+            continue
+        run = _innermost_run(error)
+        if all(code.co_name in _HOOKS for _, code, _ in run):
+            frames = _frames(error)[: len(_frames(error)) - len(run)]
+            called = f" (called in {_where(*frames[-1])})" if frames else ""
+            return Failure(
+                "gap",
+                "the device stores float32 as float16 (gap `fp32-storage`, lasting) and code "
+                f"that does not take float16 refused it: {_first_line(error)}{called}",
+                gap="fp32-storage",
+            )
+    return None
 
 
 def _frames(exc: BaseException) -> list[tuple[CodeType, int]]:
@@ -130,6 +171,9 @@ def classify(
             return Failure(
                 "adapter", _first_line(error), adapter=f"{error.adapter} {error.version}"
             )
+    half = _half_refused(chain, record)
+    if half is not None:
+        return half
     if exc is not None:
         where = innermost_package(exc)
         if where is not None and where[0] == "spyre_adapters":

@@ -3,9 +3,13 @@ failure.
 
 While a ``--spyre`` run is active, the closeness checks test suites use are wrapped:
 ``torch.allclose`` / ``Tensor.allclose``, ``torch.testing.assert_close`` and NumPy's
-``allclose`` / ``testing.assert_allclose``. Each behaves exactly as before (same result, same
-exception); when one finds its operands not close, :class:`ClosenessLog` records the check,
-the largest absolute and relative difference, the tolerances, NaN counts and the shape. A test
+``allclose`` / ``testing.assert_allclose``, and the written-out form ``max_diff =
+np.amax(np.abs(a - b)); self.assertLessEqual(max_diff, 1e-5)`` (unittest's ``assertLessEqual``
+and ``assertLess`` when their first operand is a non-negative floating scalar and the bound a
+tolerance, below 1). Each behaves exactly as before (same result, same exception); when one
+finds its operands not close, :class:`ClosenessLog` records the check, the largest absolute and
+relative difference (a bound check knows only the difference it was given), the tolerances,
+NaN counts and the shape. A test
 that then fails for a reason other than a device error is a *precision* failure
 (:mod:`pytest_spyre.classify`), reported with those numbers and the device's number format.
 
@@ -15,6 +19,8 @@ Operands of different shapes are not a precision question and are not recorded.
 from __future__ import annotations
 
 import math
+import numbers
+import unittest
 from typing import Any
 
 import torch
@@ -54,6 +60,39 @@ def _measure(check: str, actual: Any, expected: Any, rtol: Any, atol: Any) -> di
         "nan": nan,
         "shape": list(a.shape),
         "dtype": str(a.dtype).replace("torch.", ""),
+    }
+
+
+def _scalar(value: Any) -> float | None:
+    """The value of a floating scalar (Python, NumPy or a one-element tensor), else None."""
+    if isinstance(value, numbers.Integral):  # bool among them
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, torch.Tensor) or hasattr(value, "dtype"):
+        tensor = _as_tensor(value)
+        if tensor is not None and tensor.numel() == 1 and tensor.is_floating_point():
+            return float(tensor.reshape(()))
+    return None
+
+
+def _measure_bound(check: str, difference: Any, bound: Any) -> dict[str, Any] | None:
+    """A failed ``difference <= bound`` check, when it is a tolerance check: a non-negative
+    floating difference (NaN included) against a numeric bound in [0, 1)."""
+    value, limit = _scalar(difference), _scalar(bound)
+    if limit is None and isinstance(bound, numbers.Integral) and not isinstance(bound, bool):
+        limit = float(bound)
+    if value is None or limit is None or not 0 <= limit < 1 or value < 0:
+        return None
+    dtype = getattr(difference, "dtype", None)
+    return {
+        "check": check,
+        "max_abs_diff": value,
+        "atol": limit,
+        "rtol": None,
+        "nan": int(math.isnan(value)),
+        "shape": [],
+        "dtype": str(dtype).replace("torch.", "") if dtype is not None else "float",
     }
 
 
@@ -114,6 +153,35 @@ class ClosenessLog:
         torch.Tensor.allclose = wrapped_tensor_allclose  # type: ignore[method-assign,assignment]
         torch.testing.assert_close = wrapped_assert_close
         self._wrap_numpy()
+        self._wrap_unittest()
+
+    def _wrap_unittest(self) -> None:
+        log = self
+        less_equal, less = unittest.TestCase.assertLessEqual, unittest.TestCase.assertLess
+
+        def wrapped_less_equal(case: Any, first: Any, second: Any, msg: Any = None) -> None:
+            try:
+                less_equal(case, first, second, msg)
+            except AssertionError:
+                log._record(_measure_bound("assertLessEqual (difference bound)", first, second))
+                raise
+
+        def wrapped_less(case: Any, first: Any, second: Any, msg: Any = None) -> None:
+            try:
+                less(case, first, second, msg)
+            except AssertionError:
+                log._record(_measure_bound("assertLess (difference bound)", first, second))
+                raise
+
+        for wrapper, original in ((wrapped_less_equal, less_equal), (wrapped_less, less)):
+            wrapper.__doc__ = original.__doc__
+            wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        self._saved += [
+            (unittest.TestCase, "assertLessEqual", less_equal),
+            (unittest.TestCase, "assertLess", less),
+        ]
+        unittest.TestCase.assertLessEqual = wrapped_less_equal  # type: ignore[method-assign,assignment]
+        unittest.TestCase.assertLess = wrapped_less  # type: ignore[method-assign,assignment]
 
     def _wrap_numpy(self) -> None:
         try:

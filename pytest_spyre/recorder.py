@@ -105,8 +105,10 @@ def _section(failure: Failure, blocker: Blocker | None, resolved: list[str]) -> 
             "precision: a closeness check failed; the device computes in a narrower format",
             f"  check:       {measured.get('check')} on {measured.get('dtype')} "
             f"{measured.get('shape')}",
-            f"  measured:    max abs diff {measured.get('max_abs_diff'):.3g}, max rel diff "
-            f"{measured.get('max_rel_diff'):.3g}, NaN {measured.get('nan')}",
+            f"  measured:    max abs diff {measured.get('max_abs_diff'):.3g}, "
+            + (f"max rel diff {measured['max_rel_diff']:.3g}, "
+               if measured.get("max_rel_diff") is not None else "")
+            + f"NaN {measured.get('nan')}",
             f"  tolerance:   atol {measured.get('atol')}, rtol {measured.get('rtol')}",
             f"  device format: {measured.get('device_format')}",
         ])  # fmt: skip

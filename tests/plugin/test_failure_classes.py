@@ -88,6 +88,74 @@ def test_classes_in_order() -> None:
     assert classify(AssertionError("x"), rec, [], "DL16").cls == "unexplained"
 
 
+def test_float16_refused_where_the_device_stored_float32_is_gap_fp32_storage() -> None:
+    """The device keeps float32 as float16; code that does not take float16 refuses it the same
+    way on the real device: gap ``fp32-storage``, also below our pass-through mode hooks."""
+    namespace: dict[str, object] = {}
+    exec(compile("def __torch_function__(f, *a):\n    return f(*a)\n",
+                 os.path.join("x", "spyre_adapters", "m.py"), "exec"), namespace)  # fmt: skip
+    hook = namespace["__torch_function__"]
+
+    import torch
+
+    try:  # CPU fft refuses float16 in C++: the innermost Python frame is the hook
+        hook(torch.fft.fft, torch.ones(4, dtype=torch.half))  # type: ignore[operator]
+    except RuntimeError as exc:
+        through_hook = exc
+    stored = TestRecord("t", gaps={"fp32-storage": 3})
+    failure = classify(through_hook, stored, [], "DL16")
+    assert (failure.cls, failure.gap) == ("gap", "fp32-storage")
+    assert "Unsupported dtype Half" in failure.detail
+
+    def decimal() -> TypeError:
+        return TypeError("conversion from numpy.float16 to Decimal is not supported")
+
+    assert classify(_raised_in("torch", decimal()), stored, [], "DL16").gap == "fp32-storage"
+    # without a float32 stored as float16 in the test it is not that gap; an adapter's own
+    # frame refusing float16 stays the adapter's defect
+    assert classify(through_hook, TestRecord("t"), [], "DL16").cls == "adapter"
+    own = classify(_raised_in("spyre_adapters", decimal()), stored, [], "DL16")
+    assert own.cls == "adapter"
+    assert classify(_raised_in("torch", RuntimeError("no")), stored, [], "DL16").gap is None
+
+
+def test_a_failed_difference_bound_is_a_closeness_check() -> None:
+    """``assertLessEqual(max_diff, 1e-5)`` on a floating difference is recorded like allclose;
+    other uses of the assertion are not, and the assertion behaves as before."""
+    import unittest
+
+    import numpy as np
+
+    from pytest_spyre.precision import ClosenessLog
+
+    log = ClosenessLog()
+    case = unittest.TestCase()
+    log.install()
+    try:
+        with pytest.raises(AssertionError, match="not less than or equal to 1e-05"):
+            case.assertLessEqual(np.float16(0.0078), 1e-5)  # noqa: PT009
+        with pytest.raises(AssertionError):
+            case.assertLess(np.float32(0.5), 0.01)  # noqa: PT009
+        with pytest.raises(AssertionError):
+            case.assertLessEqual(3, 2)  # noqa: PT009 - integers: not a tolerance check
+        with pytest.raises(AssertionError):
+            case.assertLessEqual(12.0, 10.0)  # noqa: PT009 - a bound of 1 or more: not a tolerance
+        case.assertLessEqual(np.float16(1e-6), 1e-5)  # noqa: PT009
+    finally:
+        log.uninstall()
+    assert unittest.TestCase.assertLessEqual.__qualname__ == "TestCase.assertLessEqual"
+    assert [f["check"] for f in log.failures] == [
+        "assertLessEqual (difference bound)",
+        "assertLess (difference bound)",
+    ]
+    first = log.failures[0]
+    assert first["max_abs_diff"] == pytest.approx(0.0078, rel=1e-3)
+    assert (first["atol"], first["dtype"]) == (1e-5, "float16")
+    failure = classify(AssertionError("x"), TestRecord("t"), log.failures, "DL16")
+    assert failure.cls == "precision"
+    assert "max abs diff 0.5" in failure.detail
+
+
 def test_a_library_refusing_the_device_type_is_platform() -> None:
     """PyTorch's FlexAttention refuses out-of-tree devices by name: class platform, with where."""
 
@@ -109,7 +177,7 @@ def test_a_library_refusing_the_device_type_is_platform() -> None:
 
 
 SUITE = """
-import os, subprocess, sys
+import os, subprocess, sys, unittest
 import pytest
 import torch
 import spyre_sim
@@ -143,6 +211,23 @@ def test_precision(spyre_device):
     expected = model(x)
     got = model.to(spyre_device)(x.to(spyre_device))
     torch.testing.assert_close(got.float().cpu(), expected, atol=1e-7, rtol=0)
+
+
+class BoundTest(unittest.TestCase):
+    def test_difference_bound(self):
+        torch.manual_seed(0)
+        model = Linear()
+        x = torch.randn(4, 64)
+        expected = model(x)
+        got = model.to("spyre")(x.to("spyre")).float().cpu()
+        max_diff = (got - expected).abs().max().detach().numpy()
+        self.assertLessEqual(max_diff, 1e-7)
+
+
+def test_half_refused(spyre_device):
+    import decimal
+    stored = torch.randn(4, 64).to(spyre_device)  # float32, stored as float16
+    decimal.Decimal(stored.cpu().numpy()[0, 0])
 
 
 def test_miscompile(spyre_device):
@@ -209,6 +294,19 @@ def test_precision_failure_says_what_was_measured(at_2026_05: Run) -> None:
     ])  # fmt: skip
 
 
+def test_a_difference_bound_and_a_float16_refusal_are_classed(at_2026_05: Run) -> None:
+    bound = _record(at_2026_05, "test_difference_bound")["failure"]
+    assert isinstance(bound, dict)
+    assert (bound["class"], bound["measured"]["check"]) == (
+        "precision",
+        "assertLessEqual (difference bound)",
+    )
+    assert bound["measured"]["max_abs_diff"] > 0
+    half = _record(at_2026_05, "test_half_refused")["failure"]
+    assert isinstance(half, dict)
+    assert (half["class"], half["gap"]) == ("gap", "fp32-storage")
+
+
 def test_a_miscompile_gets_a_section_on_the_test(at_2026_05: Run) -> None:
     failed = _record(at_2026_05, "test_miscompile")
     assert failed["outcome"] == "failed"
@@ -224,7 +322,7 @@ def test_a_miscompile_gets_a_section_on_the_test(at_2026_05: Run) -> None:
         ["miscompile: the device reproduced documented wrong numbers in this test*"]
     )
     pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
-        ["failures by class: precision 1, miscompile 1", "miscompiles: sdpa-strided (2 tests)"]
+        ["failures by class: gap 1, precision 2, miscompile 1", "miscompiles: sdpa-strided (2 tests)"]
     )
 
 
