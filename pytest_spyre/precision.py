@@ -157,31 +157,24 @@ class ClosenessLog:
 
     def _wrap_unittest(self) -> None:
         log = self
-        less_equal, less = unittest.TestCase.assertLessEqual, unittest.TestCase.assertLess
 
-        def wrapped_less_equal(case: Any, first: Any, second: Any, msg: Any = None) -> None:
-            try:
-                less_equal(case, first, second, msg)
-            except AssertionError:
-                log._record(_measure_bound("assertLessEqual (difference bound)", first, second))
-                raise
+        def bound_check(name: str) -> Any:
+            original = getattr(unittest.TestCase, name)
 
-        def wrapped_less(case: Any, first: Any, second: Any, msg: Any = None) -> None:
-            try:
-                less(case, first, second, msg)
-            except AssertionError:
-                log._record(_measure_bound("assertLess (difference bound)", first, second))
-                raise
+            def wrapped(case: Any, first: Any, second: Any, msg: Any = None) -> None:
+                try:
+                    original(case, first, second, msg)
+                except AssertionError:
+                    log._record(_measure_bound(f"{name} (difference bound)", first, second))
+                    raise
 
-        for wrapper, original in ((wrapped_less_equal, less_equal), (wrapped_less, less)):
-            wrapper.__doc__ = original.__doc__
-            wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-        self._saved += [
-            (unittest.TestCase, "assertLessEqual", less_equal),
-            (unittest.TestCase, "assertLess", less),
-        ]
-        unittest.TestCase.assertLessEqual = wrapped_less_equal  # type: ignore[method-assign,assignment]
-        unittest.TestCase.assertLess = wrapped_less  # type: ignore[method-assign,assignment]
+            wrapped.__doc__ = original.__doc__
+            wrapped.__wrapped__ = original  # type: ignore[attr-defined]
+            self._saved.append((unittest.TestCase, name, original))
+            return wrapped
+
+        unittest.TestCase.assertLessEqual = bound_check("assertLessEqual")  # type: ignore[method-assign]
+        unittest.TestCase.assertLess = bound_check("assertLess")  # type: ignore[method-assign]
 
     def _wrap_numpy(self) -> None:
         try:
