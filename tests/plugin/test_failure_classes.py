@@ -322,7 +322,10 @@ def test_a_miscompile_gets_a_section_on_the_test(at_2026_05: Run) -> None:
         ["miscompile: the device reproduced documented wrong numbers in this test*"]
     )
     pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
-        ["failures by class: gap 1, precision 2, miscompile 1", "miscompiles: sdpa-strided (2 tests)"]
+        [
+            "failures by class: gap 1, precision 2, miscompile 1",
+            "miscompiles: sdpa-strided (2 tests)",
+        ]
     )
 
 
