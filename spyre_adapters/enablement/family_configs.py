@@ -46,6 +46,7 @@ __all__ = [
     "Features",
     "SizePreset",
     "family_config",
+    "first_layer_types",
     "scale_widths",
     "is_config",
     "is_int",
@@ -309,7 +310,7 @@ def _overrides(
         }
     layer_types = attrs.get("layer_types")
     if isinstance(layer_types, (list, tuple)) and default_layers is not None:
-        out["layer_types"] = list(layer_types)[: preset.layers]
+        out["layer_types"] = first_layer_types(layer_types, preset.layers)
     _feature_overrides(attrs, preset, features, out)
     for key, value in attrs.items():
         if is_config(value):
@@ -386,9 +387,20 @@ def _depth_overrides(
             out[key] = preset.layers
     layer_types = attrs.get("layer_types")
     if isinstance(layer_types, (list, tuple)) and default_layers is not None:
-        out["layer_types"] = list(layer_types)[: preset.layers]
+        out["layer_types"] = first_layer_types(layer_types, preset.layers)
     _cap_experts(attrs, preset, out)
     _cap_vocab(attrs, preset, out)
+
+
+def first_layer_types(layer_types: Sequence[Any], layers: int) -> list[Any]:
+    """The first ``layers`` of a per-layer pattern, the last one made the pattern's first
+    softmax-attention kind when none is kept: hybrids put theirs late (Qwen3-Next: three linear
+    attention layers, then full), and their cache needs one to run."""
+    kept = list(layer_types)[:layers]
+    attention = [k for k in layer_types if "attention" in str(k) and not str(k).startswith("lin")]
+    if kept and attention and not set(kept) & set(attention):
+        kept[-1] = attention[0]
+    return kept
 
 
 def _cap_experts(attrs: Mapping[str, Any], preset: SizePreset, out: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from spyre_adapters.enablement.family_configs import (
     TINY,
     FamilyBuildError,
     family_config,
+    first_layer_types,
 )
 
 
@@ -107,6 +108,18 @@ def test_a_config_leaving_kv_heads_unset_gets_one_per_query_head() -> None:
     assert config.num_key_value_heads == config.num_attention_heads == REALISTIC.heads
     built = build_family("nemotron")
     assert built.reference is not None
+
+
+def test_a_hybrid_cut_to_few_layers_keeps_an_attention_layer() -> None:
+    hybrid = ["linear_attention"] * 3 + ["full_attention"]
+    assert first_layer_types(hybrid * 2, 2) == ["linear_attention", "full_attention"]
+    assert first_layer_types(["conv", "conv", "sliding_attention"], 1) == ["sliding_attention"]
+    sliding = ["sliding_attention"] * 5 + ["full_attention"]
+    assert first_layer_types(sliding, 2) == ["sliding_attention"] * 2  # attention kept already
+    assert first_layer_types(["mamba"] * 4, 2) == ["mamba"] * 2  # no attention to keep
+    config = family_config("qwen3_next")
+    assert "full_attention" in config.layer_types
+    assert build_family("qwen3_next").reference is not None  # an all-linear cut did not run
 
 
 def test_a_dual_encoder_is_compared_on_its_largest_output_not_a_1x1_score() -> None:
