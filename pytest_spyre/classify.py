@@ -122,8 +122,9 @@ def _half_refused(chain: Sequence[BaseException], record: TestRecord) -> Failure
             continue
         run = _innermost_run(error)
         if all(code.co_name in _HOOKS for _, code, _ in run):
-            frames = _frames(error)[: len(_frames(error)) - len(run)]
-            called = f" (called in {_where(*frames[-1])})" if frames else ""
+            frames = _frames(error)
+            outside = frames[: len(frames) - len(run)]
+            called = f" (called in {_where(*outside[-1])})" if outside else ""
             return Failure(
                 "gap",
                 "the device stores float32 as float16 (gap `fp32-storage`, lasting) and code "

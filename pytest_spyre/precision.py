@@ -63,10 +63,11 @@ def _measure(check: str, actual: Any, expected: Any, rtol: Any, atol: Any) -> di
     }
 
 
-def _scalar(value: Any) -> float | None:
-    """The value of a floating scalar (Python, NumPy or a one-element tensor), else None."""
+def _scalar(value: Any, integers: bool = False) -> float | None:
+    """The value of a floating scalar (Python, NumPy or a one-element tensor), else None; an
+    integer (not a bool) too when ``integers``."""
     if isinstance(value, numbers.Integral):  # bool among them
-        return None
+        return float(value) if integers and not isinstance(value, bool) else None
     if isinstance(value, numbers.Real):
         return float(value)
     if isinstance(value, torch.Tensor) or hasattr(value, "dtype"):
@@ -79,9 +80,7 @@ def _scalar(value: Any) -> float | None:
 def _measure_bound(check: str, difference: Any, bound: Any) -> dict[str, Any] | None:
     """A failed ``difference <= bound`` check, when it is a tolerance check: a non-negative
     floating difference (NaN included) against a numeric bound in [0, 1)."""
-    value, limit = _scalar(difference), _scalar(bound)
-    if limit is None and isinstance(bound, numbers.Integral) and not isinstance(bound, bool):
-        limit = float(bound)
+    value, limit = _scalar(difference), _scalar(bound, integers=True)
     if value is None or limit is None or not 0 <= limit < 1 or value < 0:
         return None
     dtype = getattr(difference, "dtype", None)
