@@ -4,7 +4,8 @@ The core of :mod:`spyre_adapters` (contract, manifest, registry, lifecycle, lock
 audit, preparation) manages adapters that exist. This subpackage finds out what a family
 needs and proves what adapters do:
 
-- :mod:`.family_configs` shrinks a model type's config to a size preset, :mod:`.families`
+- :mod:`.size_presets` holds the size presets, :mod:`.family_configs` shrinks a model type's
+  config to one, :mod:`.families`
   builds the model from it; :mod:`.testers` takes
   configs and inputs from a Transformers test tree instead;
 - :mod:`.triage` runs one family on the device stock and adapted and judges it against the CPU;

@@ -11,7 +11,9 @@ then shrunk (:func:`family_config`) to one of two size presets:
 - :data:`TINY`: the sizes of Transformers' own model testers (hidden 32, FFN 37, 4 heads of 8,
   vocabulary 99). They are *not* stick aligned: use them to see what the layout rules reject.
 
-A preset also sets the input batch (``batch`` rows of ``seq_len`` tokens). :data:`VARIANTS`
+A preset also sets the input batch (``batch`` rows of ``seq_len`` tokens); the presets, the
+features and :class:`FamilyBuildError` live in :mod:`spyre_adapters.enablement.size_presets`
+and are importable from here too. :data:`VARIANTS`
 are the realistic preset varied where adapters have been wrong before, for checks that run a
 family more than once: one key/value head (multi-query attention: ``repeat_kv`` then returns
 a stride-0 view), and odd sizes (a batch of 3, 13 tokens, a vocabulary that is not a multiple
@@ -27,12 +29,20 @@ shrunk config is :mod:`spyre_adapters.enablement.families`.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from spyre_adapters.errors import SpyreAdaptersError
+from spyre_adapters.enablement.size_presets import (
+    MQA,
+    NO_FEATURES,
+    ODD_SIZES,
+    REALISTIC,
+    TINY,
+    VARIANTS,
+    FamilyBuildError,
+    Features,
+    SizePreset,
+)
 
 __all__ = [
     "MAX_DEPTH_FIT_WIDTH",
@@ -52,116 +62,6 @@ __all__ = [
     "is_int",
     "variants_for",
 ]
-
-
-class FamilyBuildError(SpyreAdaptersError):
-    """A family did not build: ``stage`` is ``"config"``, ``"instantiate"``, ``"inputs"``,
-    ``"forward"`` or ``"reference"`` (the CPU output cannot judge a device run; see the module
-    docstring); ``reason`` is the underlying error in one line."""
-
-    def __init__(self, model_type: str, stage: str, reason: str) -> None:
-        self.model_type = model_type
-        self.stage = stage
-        self.reason = reason
-        if stage == "reference":
-            text = f"model_type {model_type!r} builds, but its CPU reference cannot judge a run"
-        else:
-            text = f"model_type {model_type!r} does not build from its config ({stage} failed)"
-        super().__init__(f"{text}: {reason}")
-
-    @classmethod
-    def failed(cls, model_type: str, stage: str, exc: BaseException) -> FamilyBuildError:
-        """The error for ``stage`` failing with ``exc`` (its first line, as ``reason``)."""
-        text = str(exc).strip().splitlines()
-        return cls(model_type, stage, f"{type(exc).__name__}: {text[0] if text else ''}"[:300])
-
-
-@dataclass(frozen=True)
-class SizePreset:
-    """The sizes a family is shrunk to (``head_dim * heads == hidden``), and the input batch:
-    ``batch`` rows of ``seq_len`` tokens (one image or audio clip per row)."""
-
-    name: str
-    hidden: int
-    heads: int
-    head_dim: int
-    kv_heads: int
-    intermediate: int
-    layers: int
-    vocab: int
-    experts: int
-    experts_per_token: int
-    image_size: int
-    patch_size: int
-    audio_positions: int
-    seq_len: int
-    batch: int = 1
-
-
-REALISTIC = SizePreset(
-    name="realistic",
-    hidden=256,
-    heads=4,
-    head_dim=64,
-    kv_heads=2,
-    intermediate=512,
-    layers=2,
-    vocab=1024,
-    experts=4,
-    experts_per_token=2,
-    image_size=64,
-    patch_size=16,
-    audio_positions=32,
-    seq_len=8,
-)
-
-TINY = SizePreset(
-    name="tiny",
-    hidden=32,
-    heads=4,
-    head_dim=8,
-    kv_heads=2,
-    intermediate=37,
-    layers=2,
-    vocab=99,
-    experts=4,
-    experts_per_token=2,
-    image_size=32,
-    patch_size=8,
-    audio_positions=16,
-    seq_len=7,
-)
-
-
-MQA = dataclasses.replace(REALISTIC, name="realistic-mqa", kv_heads=1)
-"""The realistic sizes with one key/value head (multi-query attention)."""
-
-ODD_SIZES = dataclasses.replace(REALISTIC, name="realistic-odd", vocab=1000, seq_len=13, batch=3)
-"""The realistic widths with odd input and vocabulary sizes: 3 rows of 13 tokens, vocabulary
-1000 (not a multiple of 64)."""
-
-VARIANTS: tuple[SizePreset, ...] = (MQA, ODD_SIZES)
-"""Variants of :data:`REALISTIC` a family is also checked at (see the module docstring)."""
-
-
-@dataclass(frozen=True)
-class Features:
-    """Config features varied beyond sizes; ``None`` keeps the family's default, and a feature
-    the family does not have is left alone.
-
-    ``partial_rotary``: the fraction of each head rotated by RoPE (families with a partial
-    rotary factor or a ``rotary_dim``). ``tie_embeddings``: the LM head shares the input
-    embedding. ``sliding_window``: the window of sliding-window attention (families with a
-    ``sliding_window``); where the family declares per-layer types, layers alternate sliding
-    and full attention, starting with sliding.
-    """
-
-    partial_rotary: float | None = None
-    tie_embeddings: bool | None = None
-    sliding_window: int | None = None
-
-
-NO_FEATURES = Features()
 
 
 _WIDTH = (
