@@ -249,6 +249,11 @@ def _input_plans(
     def raw_audio(gen: torch.Generator) -> dict[str, torch.Tensor]:
         return {"input_values": torch.randn(preset.batch, 4000, generator=gen)}
 
+    def raw_audio_channels(gen: torch.Generator) -> dict[str, torch.Tensor]:
+        # codecs (EnCodec, DAC, Mimi) take [batch, channels, samples]
+        channels = int(getattr(config, "audio_channels", 1) or 1)
+        return {"input_values": torch.randn(preset.batch, channels, 4000, generator=gen)}
+
     if main == "input_ids" or "input_ids" in params:
         plans.append(("text", text))
     if main == "pixel_values" or "pixel_values" in params:
@@ -259,6 +264,7 @@ def _input_plans(
         plans.append(("audio-features", features))
     if main == "input_values" or "input_values" in params:
         plans.append(("raw-audio", raw_audio))
+        plans.append(("raw-audio-channels", raw_audio_channels))
     main_first = {
         "input_ids": "text",
         "pixel_values": "pixels",

@@ -54,8 +54,9 @@ def test_generated_bridges_are_counted_apart_and_hand_written_ones_stay_few() ->
     # no other adapter's concept covers) is the 21st, delta-rule-rows (the gated delta rule's
     # triangular solve, four families) the 22nd, real-dft (FNet's Fourier mixing as real
     # matmuls, gap complex) the 23rd, unfolded-lstm (nn.LSTM run op by op where the padded
-    # matmuls see it) the 24th: README, "Sweep"
-    assert len(hand_written) <= 24
+    # matmuls see it) the 24th, host-conv-padding (codec conv padding from 0-d buffers, whose
+    # quotient DL16 cannot hold) the 25th: README, "Sweep"
+    assert len(hand_written) <= 25
     for manifest in GENERATED:
         assert manifest.name.startswith("bridge-")
         assert manifest.bridges
