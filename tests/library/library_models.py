@@ -15,9 +15,12 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from spyre_adapters.contract import Adapter, ModelEdit
+from spyre_adapters.preparation import default_registry
+from spyre_adapters.registry import Registry
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -231,6 +234,27 @@ def assert_rollback_exact(adapter: Adapter, model: nn.Module, probe: Any) -> Non
     assert {path: m.__dict__.get("forward") for path, m in model.named_modules()} == forwards
     out = probe(model)
     assert torch.equal(out, ref)
+
+
+def registry_without(*names: str) -> Registry:
+    """The built-in registry without the adapters named ``names`` (every version of each)."""
+    full = default_registry()
+    registry = Registry(full.catalogue)
+    registry.add_all((m for m in full.manifests() if m.name not in names), source="test")
+    return registry
+
+
+class CallNames(TorchFunctionMode):
+    """Records the name of every torch call a torch-function mode entered after it would see
+    (``seen``), and runs it unchanged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.seen.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
 
 
 class AtenRecorder(TorchDispatchMode):

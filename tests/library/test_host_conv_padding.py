@@ -13,6 +13,7 @@ from library_models import (
     causal_lm,
     families,
     randomize,
+    registry_without,
     state_snapshot,
     vision_model,
 )
@@ -189,15 +190,6 @@ def test_does_not_match_a_method_without_integer_scalar_buffers() -> None:
 # ------------------------------------------------------------------------------ on the device
 
 
-def _device_registry_without_this() -> Any:
-    from spyre_adapters.preparation import default_registry
-    from spyre_adapters.registry import Registry
-
-    without = Registry(default_registry().catalogue)
-    without.add_all((m for m in default_registry() if m.name != adapter.name), source="test")
-    return without
-
-
 @pytest.mark.filterwarnings("ignore::spyre_sim.SpyreDowncastWarning")
 def test_on_the_device_the_stock_padding_is_wrong_and_the_adapted_one_right() -> None:
     spyre_sim = pytest.importorskip("spyre_sim")
@@ -235,7 +227,7 @@ def test_the_family_runs_on_the_device_where_the_stock_model_fails(model_type: s
     plain, adapted = copy.deepcopy(built.model), copy.deepcopy(built.model)
     with torch.no_grad():
         ref = built.model(**built.inputs)
-    spyre_adapters.prepare(plain, "2026.09", registry=_device_registry_without_this())
+    spyre_adapters.prepare(plain, "2026.09", registry=registry_without(adapter.name))
     spyre_adapters.prepare(adapted, "2026.09")
     assert "host-conv-padding" in {a.name for a in spyre_adapters.applied(adapted)}
     values = built.inputs["input_values"].to("spyre")

@@ -8,10 +8,9 @@ import copy
 from types import ModuleType
 
 import torch
-from library_models import apply, assert_rollback_exact, causal_lm
+from library_models import apply, assert_rollback_exact, causal_lm, registry_without
 from torch import nn
 
-from spyre_adapters import Registry, default_registry
 from spyre_adapters.enablement.differential import Case, Outcome, build_case, run_case
 from spyre_adapters.library.normalize_eps import HELD_EPS, adapter
 
@@ -82,13 +81,6 @@ def test_rollback_restores_the_model_exactly() -> None:
     assert_rollback_exact(adapter, model, lambda m: _hidden(m, pixels))  # type: ignore[arg-type]
 
 
-def _without_it() -> Registry:
-    full = default_registry()
-    registry = Registry(full.catalogue)
-    registry.add_all(m for m in full.manifests() if m.name != "normalize-eps")
-    return registry
-
-
 def test_swin_v2_with_padded_windows_matches_on_the_device(spyre: ModuleType) -> None:
     case = Case.from_json(SWIN)
     built = build_case(case)
@@ -96,6 +88,6 @@ def test_swin_v2_with_padded_windows_matches_on_the_device(spyre: ModuleType) ->
     assert run.outcome is Outcome.MATCH, run.detail
     assert "normalize-eps 1.0.0" in run.adapters
     assert "eps-underflow" not in run.miscompiles
-    without = run_case(case, built, "2026.09", registry=_without_it())
+    without = run_case(case, built, "2026.09", registry=registry_without(adapter.name))
     assert without.outcome is Outcome.FLAGGED, without.detail  # NaN, and said so
     assert "eps-underflow" in without.miscompiles

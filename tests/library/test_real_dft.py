@@ -24,7 +24,14 @@ from typing import Any
 
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact, cosine, encoder, randomize
+from library_models import (
+    apply,
+    assert_rollback_exact,
+    cosine,
+    encoder,
+    randomize,
+    registry_without,
+)
 from torch import nn
 
 import spyre_adapters
@@ -36,8 +43,6 @@ from spyre_adapters.library.real_dft import (
     mixes_by_dft,
     real_dft,
 )
-from spyre_adapters.preparation import default_registry
-from spyre_adapters.registry import Registry
 
 SIZES = [(7, 32), (5, 48)]  # (sequence length, hidden size): neither a whole stick
 LAYERS = 2
@@ -322,12 +327,6 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def _without_real_dft() -> Registry:
-    registry = Registry(default_registry().catalogue)
-    registry.add_all((m for m in default_registry() if m.name != adapter.name), source="test")
-    return registry
-
-
 @pytest.mark.parametrize(("seq", "hidden"), SIZES)
 def test_the_stock_mixing_stops_on_the_device_and_the_adapted_one_runs(
     seq: int, hidden: int
@@ -340,14 +339,14 @@ def test_the_stock_mixing_stops_on_the_device_and_the_adapted_one_runs(
         # functional numerics: the complex FFT reaches the device, which has no complex format
         with spyre_sim.configure(numerics=False):
             plain = copy.deepcopy(stock)
-            spyre_adapters.prepare(plain, "2026.09", registry=_without_real_dft())
+            spyre_adapters.prepare(plain, "2026.09", registry=registry_without(adapter.name))
             with pytest.raises(spyre_sim.SpyreLoweringError) as stopped:
                 plain.to("spyre")(inputs.to("spyre"))
         assert stopped.value.gap == "complex"
         assert stopped.value.module_path == "fnet.encoder.layer.0.fourier.self"
         # faithful numerics: float32 is stored as float16, which torch's FFT refuses
         plain = copy.deepcopy(stock)
-        spyre_adapters.prepare(plain, "2026.09", registry=_without_real_dft())
+        spyre_adapters.prepare(plain, "2026.09", registry=registry_without(adapter.name))
         with pytest.raises(RuntimeError):
             plain.to("spyre")(inputs.to("spyre"))
 

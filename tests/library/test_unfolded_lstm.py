@@ -18,15 +18,20 @@ from typing import Any
 
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact, manifest, randomize
+from library_models import (
+    CallNames,
+    apply,
+    assert_rollback_exact,
+    manifest,
+    randomize,
+    registry_without,
+)
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 import spyre_adapters
 import spyre_sim
 from spyre_adapters.library.unfolded_lstm import adapter, unfoldable
-from spyre_adapters.preparation import default_registry
-from spyre_adapters.registry import Registry
 
 # float32 rounding of a few dozen steps through sigmoid/tanh: the stock kernel (oneDNN) and
 # the step-by-step form reduce the same products in a different order
@@ -189,21 +194,16 @@ def test_shows_the_stock_signature() -> None:
 
 
 def test_the_matmuls_are_issued_where_the_modes_see_them() -> None:
-    seen: list[str] = []
-
-    class Below(torch.overrides.TorchFunctionMode):
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):  # type: ignore[no-untyped-def]
-            seen.append(getattr(func, "__name__", str(func)))
-            return func(*args, **(kwargs or {}))
-
+    below = CallNames()
+    seen = below.seen
     stock = lstm(input_size=7, hidden_size=5)
     adapted = adapted_copy(stock)
     x = lstm_inputs(stock, states=False)[0]
-    with torch.no_grad(), Below():
+    with torch.no_grad(), below:
         stock(x)
     assert "linear" not in seen  # stock: one _VF.lstm call, its matmuls unseen
     seen.clear()
-    with torch.no_grad(), Below():
+    with torch.no_grad(), below:
         adapted(x)
     assert seen.count("linear") == 1 + x.shape[0]  # the input projection, then one per step
     assert {"chunk", "sigmoid", "tanh"} <= set(seen)
@@ -342,12 +342,6 @@ def test_manifest() -> None:
 # --- the device ---------------------------------------------------------------------------------
 
 
-def _without_this_adapter() -> Registry:
-    without = Registry(default_registry().catalogue)
-    without.add_all((m for m in default_registry() if m.name != adapter.name), source="test")
-    return without
-
-
 @pytest.mark.filterwarnings("ignore::spyre_sim.SpyreDowncastWarning")
 @pytest.mark.filterwarnings("ignore::spyre_sim.SpyreFallbackWarning")
 def test_encodec_runs_on_the_device_where_the_stock_model_fails() -> None:
@@ -357,7 +351,7 @@ def test_encodec_runs_on_the_device_where_the_stock_model_fails() -> None:
         ref = stock(values).audio_values
     with spyre_sim.use_stack("2026.09"), torch.no_grad():
         plain = copy.deepcopy(stock)
-        spyre_adapters.prepare(plain, "2026.09", registry=_without_this_adapter())
+        spyre_adapters.prepare(plain, "2026.09", registry=registry_without(adapter.name))
         assert "stick-align-padding" in {a.name for a in spyre_adapters.applied(plain)}
         with pytest.raises(spyre_sim.SpyreLoweringError, match="stick-align") as raised:
             plain.to("spyre")(values.to("spyre"))
@@ -387,7 +381,7 @@ def test_functional_mode_no_longer_meets_the_fused_cell() -> None:
         torch.no_grad(),
     ):
         plain = copy.deepcopy(stock)
-        spyre_adapters.prepare(plain, "2026.09", registry=_without_this_adapter())
+        spyre_adapters.prepare(plain, "2026.09", registry=registry_without(adapter.name))
         with pytest.raises(spyre_sim.SpyreLoweringError, match="_thnn_fused_lstm_cell"):
             plain.to("spyre")(values.to("spyre"))
         adapted = copy.deepcopy(stock)

@@ -12,14 +12,12 @@ from typing import Any
 
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact, randomize
+from library_models import CallNames, apply, assert_rollback_exact, randomize, registry_without
 from torch import nn
 
 import spyre_adapters
 import spyre_sim
 from spyre_adapters.library.unfolded_mha import UnfoldedMhaMode, adapter
-from spyre_adapters.preparation import default_registry
-from spyre_adapters.registry import Registry
 
 # WavLM's own call warns so (a bool key padding mask beside a float position bias), stock too
 pytestmark = pytest.mark.filterwarnings(
@@ -100,26 +98,21 @@ def test_a_stock_multihead_attention_is_the_same(average: bool) -> None:
 
 
 def test_the_mode_shows_the_ops_inside() -> None:
-    seen: list[str] = []
-
-    class Below(torch.overrides.TorchFunctionMode):
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):  # type: ignore[no-untyped-def]
-            seen.append(getattr(func, "__name__", str(func)))
-            return func(*args, **(kwargs or {}))
-
+    below = CallNames()
+    seen = below.seen
     torch.manual_seed(0)
     stock = Attends().eval()
     adapted = copy.deepcopy(stock)
     apply(adapter, adapted)
     x = torch.randn(2, 5, 24)
-    with torch.no_grad(), Below():
+    with torch.no_grad(), below:
         stock(x, None, True)
     assert "linear" not in seen  # stock: the whole call is handed over, its ops unseen
     seen.clear()
-    with torch.no_grad(), Below():  # the adapted forward enters the mode above this one
+    with torch.no_grad(), below:  # the adapted forward enters the mode above this one
         adapted(x, None, True)
     assert {"linear", "softmax", "bmm"} <= set(seen)
-    with torch.no_grad(), Below(), UnfoldedMhaMode():  # the mode alone does the same
+    with torch.no_grad(), below, UnfoldedMhaMode():  # the mode alone does the same
         seen.clear()
         stock(x, None, True)
     assert {"linear", "softmax", "bmm"} <= set(seen)
@@ -133,8 +126,7 @@ def test_runs_on_the_device_where_the_stock_model_fails() -> None:
     with torch.no_grad():
         ref = stock(values).last_hidden_state
     with spyre_sim.use_stack("2026.09"), torch.no_grad():
-        without = Registry(default_registry().catalogue)
-        without.add_all((m for m in default_registry() if m.name != adapter.name), source="test")
+        without = registry_without(adapter.name)
         plain = copy.deepcopy(stock)
         spyre_adapters.prepare(plain, "2026.09", registry=without)
         with pytest.raises(spyre_sim.SpyreLoweringError, match="stick-align"):
