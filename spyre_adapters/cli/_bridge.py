@@ -206,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
 
     from spyre_adapters.enablement.bridge import bridge_family
     from spyre_adapters.enablement.families import build_family
-    from spyre_adapters.enablement.family_configs import REALISTIC, TINY, FamilyBuildError
+    from spyre_adapters.enablement.size_presets import REALISTIC, TINY, FamilyBuildError
     from spyre_adapters.stacks import release_of
 
     if args.family not in CONFIG_MAPPING:

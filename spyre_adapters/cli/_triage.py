@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     from transformers import CONFIG_MAPPING
 
     from spyre_adapters.enablement.families import build_family
-    from spyre_adapters.enablement.family_configs import REALISTIC, TINY, FamilyBuildError
+    from spyre_adapters.enablement.size_presets import REALISTIC, TINY, FamilyBuildError
     from spyre_adapters.enablement.triage import build_variants, triage
 
     if args.family not in CONFIG_MAPPING:

@@ -20,7 +20,7 @@ from spyre_adapters.enablement.families import (
     BuiltFamily,
     build_family,
 )
-from spyre_adapters.enablement.family_configs import FamilyBuildError
+from spyre_adapters.enablement.size_presets import FamilyBuildError
 
 if TYPE_CHECKING:
     import torch
@@ -132,7 +132,7 @@ def build_case(case: Case) -> BuiltFamily:
     """Build ``case`` (see :mod:`spyre_adapters.enablement.differential`); the CPU reference
     is the stock model's, in fp32, at the positions that hold a token.
 
-    Raises :class:`~spyre_adapters.enablement.family_configs.FamilyBuildError` when the family does not build
+    Raises :class:`~spyre_adapters.enablement.size_presets.FamilyBuildError` when the family does not build
     at the drawn sizes (stage ``"config"`` also when only the family's own widths would), or
     its CPU output cannot judge a run (stage ``"reference"``).
     """

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from spyre_adapters.enablement.family_configs import REALISTIC, Features, SizePreset
+from spyre_adapters.enablement.size_presets import REALISTIC, Features, SizePreset
 
 __all__ = ["SPACE", "Case", "Choose", "Space", "draw_case", "drawn_cases"]
 

@@ -359,7 +359,7 @@ def bridge_worker(
 
     from spyre_adapters import default_registry
     from spyre_adapters.enablement.families import build_family
-    from spyre_adapters.enablement.family_configs import FamilyBuildError
+    from spyre_adapters.enablement.size_presets import FamilyBuildError
     from spyre_adapters.enablement.sweep import preset_named
 
     torch.set_num_threads(1)

@@ -7,9 +7,9 @@ Transformers' ``repeat_kv`` return a stride-0 view that SDPA misread. So this mo
 configurations instead.
 
 A :class:`Case` is one drawn configuration of a family: sizes (a
-:class:`~spyre_adapters.enablement.family_configs.SizePreset`: heads, key/value heads, head_dim, FFN and
+:class:`~spyre_adapters.enablement.size_presets.SizePreset`: heads, key/value heads, head_dim, FFN and
 vocabulary sizes, layers, batch and sequence length, image geometry), config
-:class:`~spyre_adapters.enablement.family_configs.Features` (partial rotary, tied embeddings, sliding window),
+:class:`~spyre_adapters.enablement.size_presets.Features` (partial rotary, tied embeddings, sliding window),
 the attention implementation, padding of the batch, whether one decode step with the KV cache
 follows the prefill (causal LMs), and a weight seed. :func:`draw_case` draws
 one from :data:`SPACE`. It takes the choice function as an argument, so a seeded
@@ -50,7 +50,7 @@ Only the first four are acceptable.
 
 A drawn configuration the family's config class rejects, whose CPU forward fails (BERT-style
 LM heads do not decode with a cache), or whose CPU output cannot judge an fp16 run, is not a
-run: :func:`build_case` raises :class:`~spyre_adapters.enablement.family_configs.FamilyBuildError`.
+run: :func:`build_case` raises :class:`~spyre_adapters.enablement.size_presets.FamilyBuildError`.
 
 Campaigns: :func:`drawn_cases` gives the same cases of a family in every process and run
 (seeded ``random.Random``), :func:`campaign` runs cases at releases, each case in an isolated
@@ -86,7 +86,7 @@ from spyre_adapters.enablement._differential_runs import (
     run_case,
 )
 from spyre_adapters.enablement._isolation import WorkerPool
-from spyre_adapters.enablement.family_configs import FamilyBuildError
+from spyre_adapters.enablement.size_presets import FamilyBuildError
 
 if TYPE_CHECKING:
     from spyre_adapters.registry import Registry

@@ -1,8 +1,8 @@
 """Model families: a small, runnable instance of a Transformers ``model_type``, built from its config.
 
 No checkpoint is downloaded: the family's config is shrunk to a size preset
-(:mod:`spyre_adapters.enablement.family_configs`: :data:`~spyre_adapters.enablement.family_configs.REALISTIC`
-by default, the testers' :data:`~spyre_adapters.enablement.family_configs.TINY`, and the size
+(:mod:`spyre_adapters.enablement.family_configs`: :data:`~spyre_adapters.enablement.size_presets.REALISTIC`
+by default, the testers' :data:`~spyre_adapters.enablement.size_presets.TINY`, and the size
 variants), and the model is built from it with seeded random weights.
 
 A family *builds* when its model instantiates from the shrunk config and one eval forward on
@@ -31,15 +31,13 @@ import torch
 from torch import nn
 
 from spyre_adapters.agreement import padding_positions
-from spyre_adapters.enablement.family_configs import (
+from spyre_adapters.enablement.family_configs import family_config, is_config, is_int
+from spyre_adapters.enablement.size_presets import (
     NO_FEATURES,
     REALISTIC,
     FamilyBuildError,
     Features,
     SizePreset,
-    family_config,
-    is_config,
-    is_int,
 )
 from spyre_adapters.main_output import LOGITS_FIRST, main_output_name, output_named
 
@@ -327,7 +325,7 @@ def build_family(
     When the family does not build with every size of the preset (its config derives shapes
     the shrink does not know about), it is built again keeping its own widths and shrinking
     only its depth, vocabulary and input lengths (``fit`` is then ``"depth"``), if those
-    widths are at most :data:`~.family_configs.MAX_DEPTH_FIT_WIDTH`. Raises :class:`~.family_configs.FamilyBuildError` naming
+    widths are at most :data:`~.family_configs.MAX_DEPTH_FIT_WIDTH`. Raises :class:`~.size_presets.FamilyBuildError` naming
     the stage that failed with the full preset.
     """
     try:

@@ -1,25 +1,13 @@
-"""A family's config shrunk to a size preset: the presets, the config features, the shrink.
+"""A family's config shrunk to a size preset.
 
 No checkpoint is downloaded. The family's config class is instantiated with its defaults and
-then shrunk (:func:`family_config`) to one of two size presets:
-
-- :data:`REALISTIC` (the default): sizes a Spyre deployment actually meets, so the layout rules
-  of the device are exercised as they would be on a real checkpoint: hidden sizes and FFN sizes
-  are multiples of 64 (one stick), ``head_dim`` is 64 (as in Llama-3.2-1B, SmolLM2, TinyLlama,
-  GPT-2, BERT), grouped-query attention where the family has it, a vocabulary that is a multiple
-  of 64, two layers.
-- :data:`TINY`: the sizes of Transformers' own model testers (hidden 32, FFN 37, 4 heads of 8,
-  vocabulary 99). They are *not* stick aligned: use them to see what the layout rules reject.
-
-A preset also sets the input batch (``batch`` rows of ``seq_len`` tokens); the presets, the
-features and :class:`FamilyBuildError` live in :mod:`spyre_adapters.enablement.size_presets`
-and are importable from here too. :data:`VARIANTS`
-are the realistic preset varied where adapters have been wrong before, for checks that run a
-family more than once: one key/value head (multi-query attention: ``repeat_kv`` then returns
-a stride-0 view), and odd sizes (a batch of 3, 13 tokens, a vocabulary that is not a multiple
-of 64); :func:`variants_for` says which of them build a family differently. :class:`Features`
-varies the config beyond sizes (partial rotary, tied embeddings, sliding-window attention)
-where the family has the feature.
+then shrunk (:func:`family_config`) to a size preset of
+:mod:`spyre_adapters.enablement.size_presets`: ``REALISTIC`` (the default: stick-aligned sizes
+a Spyre deployment meets, so the device's layout rules are exercised as on a real checkpoint)
+or ``TINY`` (the sizes of Transformers' own model testers, not stick aligned), optionally
+varied by ``Features`` (partial rotary, tied embeddings, sliding-window attention) where the
+family has the feature. :func:`variants_for` says which of the preset's ``VARIANTS`` (one
+key/value head; odd batch, sequence and vocabulary sizes) build a family differently.
 
 Composite (multimodal) configs carry sub-configs (``text_config``, ``vision_config``,
 ``audio_config``, ...); each is shrunk with the same preset. Building the model from the
@@ -33,11 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spyre_adapters.enablement.size_presets import (
-    MQA,
     NO_FEATURES,
-    ODD_SIZES,
     REALISTIC,
-    TINY,
     VARIANTS,
     FamilyBuildError,
     Features,
@@ -46,15 +31,6 @@ from spyre_adapters.enablement.size_presets import (
 
 __all__ = [
     "MAX_DEPTH_FIT_WIDTH",
-    "FamilyBuildError",
-    "MQA",
-    "NO_FEATURES",
-    "ODD_SIZES",
-    "REALISTIC",
-    "TINY",
-    "VARIANTS",
-    "Features",
-    "SizePreset",
     "family_config",
     "first_layer_types",
     "scale_widths",

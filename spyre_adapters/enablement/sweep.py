@@ -38,8 +38,8 @@ from spyre_adapters.enablement._sweep_report import (
     load_results,
 )
 from spyre_adapters.enablement._sweep_summary import report_tables, write_html
-from spyre_adapters.enablement.family_configs import REALISTIC, TINY, SizePreset
 from spyre_adapters.enablement.results import Category, TriageResult
+from spyre_adapters.enablement.size_presets import REALISTIC, TINY, SizePreset
 
 __all__ = [
     "SWEEP_SCHEMA_VERSION",
@@ -104,7 +104,7 @@ def tester_worker(
     import torch
     import transformers
 
-    from spyre_adapters.enablement.family_configs import FamilyBuildError
+    from spyre_adapters.enablement.size_presets import FamilyBuildError
     from spyre_adapters.enablement.testers import build_entry, testers_in_file
     from spyre_adapters.enablement.triage import triage
 

@@ -44,7 +44,8 @@ from spyre_adapters.enablement.families import (
     judge_reference,
     unrun,
 )
-from spyre_adapters.enablement.family_configs import REALISTIC, TINY, FamilyBuildError, scale_widths
+from spyre_adapters.enablement.family_configs import scale_widths
+from spyre_adapters.enablement.size_presets import REALISTIC, TINY, FamilyBuildError
 from spyre_adapters.main_output import output_named
 
 __all__ = [

@@ -23,7 +23,7 @@ sweep and the pytest-xdist sweep items share; the result is a
 :class:`~spyre_adapters.enablement.results.TriageResult`.
 
 **Variants.** A family that is enabled at R (``native`` or ``adapted``) is also run at the size
-variants of :data:`spyre_adapters.enablement.family_configs.VARIANTS` that build it differently (one
+variants of :data:`spyre_adapters.enablement.size_presets.VARIANTS` that build it differently (one
 key/value head; a batch of 3 x 13 tokens with a vocabulary of 1000), stock if it is native,
 adapted if it is adapted: a configuration the main preset does not exercise can still give a
 wrong answer (one KV head did). Each is a ``VariantCheck`` in ``TriageResult.variants``, and a
@@ -41,14 +41,9 @@ from typing import TYPE_CHECKING
 from spyre_adapters.enablement.classification import classify, describe_run
 from spyre_adapters.enablement.device_runs import run_on_device
 from spyre_adapters.enablement.families import BuiltFamily
-from spyre_adapters.enablement.family_configs import (
-    REALISTIC,
-    VARIANTS,
-    FamilyBuildError,
-    SizePreset,
-    variants_for,
-)
+from spyre_adapters.enablement.family_configs import variants_for
 from spyre_adapters.enablement.results import Category, GapHit, TriageResult, VariantCheck
+from spyre_adapters.enablement.size_presets import REALISTIC, VARIANTS, FamilyBuildError, SizePreset
 from spyre_adapters.enablement.skeletons import suggest_manifest
 
 if TYPE_CHECKING:
@@ -167,7 +162,7 @@ def build_variants(
 ) -> list[BuiltFamily]:
     """``family`` built at each of ``variants`` that builds it differently from ``preset``
     (:func:`~spyre_adapters.enablement.family_configs.variants_for`); variants that do not build are left out.
-    Only :data:`~spyre_adapters.enablement.family_configs.REALISTIC` has variants: for another preset, none."""
+    Only :data:`~spyre_adapters.enablement.size_presets.REALISTIC` has variants: for another preset, none."""
     from spyre_adapters.enablement.families import build_family
 
     if preset != REALISTIC:

@@ -16,7 +16,7 @@ family ends in one :class:`Evidence`:
 - ``unbuildable``: it could not be built from its config here.
 
 Each family is checked at the realistic sizes and again at every size variant that builds it
-differently (:data:`spyre_adapters.enablement.family_configs.VARIANTS`: one key/value head; odd batch, sequence
+differently (:data:`spyre_adapters.enablement.size_presets.VARIANTS`: one key/value head; odd batch, sequence
 and vocabulary sizes), each check with its own evidence (``preset`` names the sizes): an
 adapter that one of them still needs is not retirable.
 
@@ -36,14 +36,9 @@ from typing import Any
 
 from spyre_adapters.enablement.device_runs import run_on_device
 from spyre_adapters.enablement.families import build_family
-from spyre_adapters.enablement.family_configs import (
-    REALISTIC,
-    VARIANTS,
-    FamilyBuildError,
-    SizePreset,
-    variants_for,
-)
+from spyre_adapters.enablement.family_configs import variants_for
 from spyre_adapters.enablement.results import DeviceRun
+from spyre_adapters.enablement.size_presets import REALISTIC, VARIANTS, FamilyBuildError, SizePreset
 from spyre_adapters.lifecycle import Status
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry

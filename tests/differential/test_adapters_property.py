@@ -27,7 +27,7 @@ from spyre_adapters.enablement.differential import (
     draw_case,
     run_case,
 )
-from spyre_adapters.enablement.family_configs import FamilyBuildError
+from spyre_adapters.enablement.size_presets import FamilyBuildError
 
 EXAMPLES_PER_ADAPTER = 3
 

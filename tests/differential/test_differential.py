@@ -21,7 +21,7 @@ from spyre_adapters.enablement.differential import (
     drawn_cases,
     run_case,
 )
-from spyre_adapters.enablement.family_configs import FamilyBuildError, Features
+from spyre_adapters.enablement.size_presets import FamilyBuildError, Features
 from spyre_adapters.manifest import parse_manifest
 
 

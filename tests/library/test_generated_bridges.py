@@ -21,8 +21,8 @@ from spyre_adapters import build_registry, builtin
 from spyre_adapters.contract import ModelEdit
 from spyre_adapters.enablement.device_runs import run_on_device
 from spyre_adapters.enablement.families import BuiltFamily, build_family
-from spyre_adapters.enablement.family_configs import FamilyBuildError
 from spyre_adapters.enablement.results import DeviceRun
+from spyre_adapters.enablement.size_presets import FamilyBuildError
 from spyre_adapters.lifecycle import Lifecycle, Status
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry

@@ -13,7 +13,6 @@ from spyre_adapters import build_registry, builtin, default_registry
 from spyre_adapters.cli import main
 from spyre_adapters.enablement.bridge import bridge_family, installed_bridges, without_generated
 from spyre_adapters.enablement.families import build_family
-from spyre_adapters.enablement.family_configs import TINY
 from spyre_adapters.enablement.generation import (
     adapter_name,
     manifest_text,
@@ -21,6 +20,7 @@ from spyre_adapters.enablement.generation import (
     plan_versions,
     versions_of,
 )
+from spyre_adapters.enablement.size_presets import TINY
 from spyre_adapters.manifest import parse_manifest
 from spyre_adapters.registry import Registry
 from spyre_adapters.stacks import default_catalogue

@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 
 from spyre_adapters.enablement.families import build_family, candidate_families
-from spyre_adapters.enablement.family_configs import (
-    REALISTIC,
-    TINY,
-    FamilyBuildError,
-    family_config,
-    first_layer_types,
-)
+from spyre_adapters.enablement.family_configs import family_config, first_layer_types
+from spyre_adapters.enablement.size_presets import REALISTIC, TINY, FamilyBuildError
 
 
 def test_candidates_are_transformers_model_types_with_a_model() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from spyre_adapters import Registry, default_registry
 from spyre_adapters.enablement.families import build_family
-from spyre_adapters.enablement.family_configs import MQA, ODD_SIZES, REALISTIC, variants_for
+from spyre_adapters.enablement.family_configs import variants_for
 from spyre_adapters.enablement.results import Category, TriageResult
+from spyre_adapters.enablement.size_presets import MQA, ODD_SIZES, REALISTIC
 from spyre_adapters.enablement.triage import build_variants, triage
 
 

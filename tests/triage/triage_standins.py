@@ -87,7 +87,7 @@ class _Noisy(torch.nn.Module):
 def noisy_family(noisy: bool) -> Any:
     """A built family whose forward draws random numbers when ``noisy``."""
     from spyre_adapters.enablement.families import BuiltFamily
-    from spyre_adapters.enablement.family_configs import REALISTIC
+    from spyre_adapters.enablement.size_presets import REALISTIC
 
     torch.manual_seed(0)
     model = _Noisy(noisy).eval()
