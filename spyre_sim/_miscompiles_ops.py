@@ -96,6 +96,40 @@ register("eps-underflow", "aten.clamp_min")(_flushed_bound)
 register("eps-underflow", "aten.clamp")(_flushed_bound)
 
 
+def _number(value: Any) -> float | None:
+    """``value`` as a float when it is a Python number (not a bool), else ``None``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _lost_addend(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
+    """``eps-underflow``: the result itself of ``x + eps`` (or ``x - eps``) whose number
+    ``eps * alpha`` is zero in the result's 16-bit type (TAPAS's ``count + 1e-10`` before a
+    division), when some ``|x|`` lies below ``|eps|``: there the CPU's sum is about ``eps`` and
+    the device's is ``x`` (a count of zero stays zero, and the division after it gives 0/0);
+    ``None`` otherwise."""
+    addend = _number(args[1] if len(args) > 1 else kwargs.get("other"))
+    alpha = _number(kwargs.get("alpha", 1))
+    if addend is None or alpha is None:
+        return None
+    value = abs(addend * alpha)
+    if not 0 < value < 1e-4:
+        return None
+    if not isinstance(out, torch.Tensor) or out.dtype not in (torch.float16, torch.bfloat16):
+        return None
+    if torch.tensor(value, dtype=out.dtype).item() != 0.0:
+        return None
+    source = _host(args[0]) if args else None
+    if not isinstance(source, torch.Tensor) or not source.is_floating_point():
+        return None
+    return out if bool((source.float().abs() < value).any()) else None
+
+
+register("eps-underflow", "aten.add")(_lost_addend)
+register("eps-underflow", "aten.sub")(_lost_addend)
+
+
 @register("indexed-dim", "aten.index_select")
 def indexed_dim_rows(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
     """``index_select`` along a non-outermost dim returns the rows reversed."""

@@ -13,9 +13,11 @@ decision is ``miscompiled`` for that gap), and records it in telemetry with the 
   miscompile's error (max 5.2) has the same scale: twice the rotated values.
 - ``layernorm-nan`` (:func:`layer_norm_nan`): ``native_layer_norm`` returns NaN rows for
   near-constant rows: rows whose biased variance is below :data:`NEAR_CONSTANT_VARIANCE`.
-- ``eps-underflow`` (``_flushed_bound``): a ``clamp``/``clamp_min`` whose positive lower
-  bound is zero in the device's number format (``F.normalize``'s eps 1e-12) is recorded when
-  an input value lies below the bound; its result, computed with the flushed bound, is kept.
+- ``eps-underflow`` (``_flushed_bound``, ``_lost_addend``): a ``clamp``/``clamp_min`` whose
+  positive lower bound is zero in the device's number format (``F.normalize``'s eps 1e-12),
+  and an ``add``/``sub`` of such a number (TAPAS's ``count + 1e-10`` before a division), are
+  recorded when an input value lies below the bound (or the added number); the result,
+  computed with the number flushed, is kept.
 - ``indexed-dim`` (:func:`indexed_dim_rows`): ``index_select`` along a dim that is not the
   outermost returns the selected rows in reverse order ("rows silently wrong").
 - ``sdpa-strided`` (:func:`sdpa_strided_read`): SDPA with a non-contiguous q, k or v view

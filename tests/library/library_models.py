@@ -351,3 +351,51 @@ def encoder(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
     }
     sizes.update(overrides)
     return _seeded(AutoModel, AutoConfig.for_model(model_type, **sizes), seed)
+
+
+# tiny codecs: two downsampling stages, a few small codebooks
+_TINY_CODECS: dict[str, dict[str, Any]] = {
+    "encodec": {
+        "hidden_size": 32,
+        "num_filters": 8,
+        "upsampling_ratios": [4, 2],
+        "codebook_size": 64,
+        "codebook_dim": 32,
+        "num_lstm_layers": 1,
+        "target_bandwidths": [3.0],
+        "sampling_rate": 1000,
+    },
+    "mimi": {
+        "hidden_size": 32,
+        "num_filters": 8,
+        "upsampling_ratios": [4, 2],
+        "codebook_size": 64,
+        "codebook_dim": 32,
+        "num_quantizers": 2,
+        "num_semantic_quantizers": 1,
+        "vector_quantization_hidden_dimension": 32,
+        "upsample_groups": 32,
+        "num_hidden_layers": 1,
+        "intermediate_size": 64,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "sliding_window": 16,
+        "frame_rate": 62.5,  # below the encoder's 125 frames per second: a downsample conv
+        "sampling_rate": 1000,
+    },
+}
+
+
+def codec(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
+    """A tiny audio codec (EnCodec, Mimi) with seeded random weights."""
+    from transformers import AutoConfig, AutoModel
+
+    sizes = {**_TINY_CODECS[model_type], **overrides}
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(AutoConfig.for_model(model_type, **sizes))
+    return randomize(model, seed).eval()
+
+
+def audio(length: int, seed: int = 3) -> torch.Tensor:
+    return torch.randn(2, 1, length, generator=torch.Generator().manual_seed(seed))

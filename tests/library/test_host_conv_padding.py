@@ -3,16 +3,16 @@ from __future__ import annotations
 import copy
 import types
 import warnings
-from typing import Any
 
 import pytest
 import torch
 from library_models import (
     apply,
     assert_rollback_exact,
+    audio,
     causal_lm,
+    codec,
     families,
-    randomize,
     registry_without,
     state_snapshot,
     vision_model,
@@ -21,58 +21,10 @@ from torch import nn
 
 from spyre_adapters.library.host_conv_padding import adapter
 
-FAMILIES = families("host-conv-padding")
+FAMILIES = families("host-conv-padding", "1.0.0")
 METHOD = "_get_extra_padding_for_conv1d"
 # below 1024 DL16 holds every integer; from 2048 on only multiples of 4
 LENGTHS = [1, 2, 3, 7, 64, 1000, 1021, 2047, 2049, 3999, 4000, 4001, 4003, 8191]
-
-# tiny codecs: two downsampling stages, a few small codebooks
-_TINY_CODECS: dict[str, dict[str, Any]] = {
-    "encodec": {
-        "hidden_size": 32,
-        "num_filters": 8,
-        "upsampling_ratios": [4, 2],
-        "codebook_size": 64,
-        "codebook_dim": 32,
-        "num_lstm_layers": 1,
-        "target_bandwidths": [3.0],
-        "sampling_rate": 1000,
-    },
-    "mimi": {
-        "hidden_size": 32,
-        "num_filters": 8,
-        "upsampling_ratios": [4, 2],
-        "codebook_size": 64,
-        "codebook_dim": 32,
-        "num_quantizers": 2,
-        "num_semantic_quantizers": 1,
-        "vector_quantization_hidden_dimension": 32,
-        "upsample_groups": 32,
-        "num_hidden_layers": 1,
-        "intermediate_size": 64,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "sliding_window": 16,
-        "frame_rate": 62.5,  # below the encoder's 125 frames per second: a downsample conv
-        "sampling_rate": 1000,
-    },
-}
-
-
-def codec(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
-    """A tiny audio codec (EnCodec, Mimi) with seeded random weights."""
-    from transformers import AutoConfig, AutoModel
-
-    sizes = {**_TINY_CODECS[model_type], **overrides}
-    torch.manual_seed(seed)
-    model = AutoModel.from_config(AutoConfig.for_model(model_type, **sizes))
-    return randomize(model, seed).eval()
-
-
-def audio(length: int, seed: int = 3) -> torch.Tensor:
-    return torch.randn(2, 1, length, generator=torch.Generator().manual_seed(seed))
-
 
 def outputs(model: nn.Module, values: torch.Tensor) -> dict[str, torch.Tensor]:
     with torch.no_grad():

@@ -303,3 +303,33 @@ def test_an_epsilon_below_the_device_range_is_zero_and_recorded(spyre: ModuleTyp
         safe = torch.tensor([[0.0, 0.0]], dtype=torch.float16).to("spyre").clamp_min(1e-3)
     assert (safe.cpu() > 0).all()  # a bound it holds: kept, and not recorded
     assert spyre.telemetry.snapshot().to_json()["miscompiles"]["eps-underflow"]["count"] == 1
+
+
+def test_an_added_epsilon_below_the_device_range_is_zero_and_recorded(spyre: ModuleType) -> None:
+    # TAPAS divides by count + 1e-10: DL16 (smallest number 2**-30) holds 1e-10 as zero, so a
+    # count of zero stays zero and the division gives 0/0 where the CPU gives 0
+    class Average(torch.nn.Module):
+        def forward(self, total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+            return total / (count + 1e-10)
+
+    total = torch.tensor([6.0, 0.0], dtype=torch.float16)
+    count = torch.tensor([3.0, 0.0], dtype=torch.float16)
+    on_cpu = Average()(total.float(), count.float())
+    assert on_cpu.tolist() == [2.0, 0.0]
+    model = Average().to("spyre")
+    with spyre.use_stack("2026.09"), torch.no_grad():
+        some = model(total[:1].to("spyre"), count[:1].to("spyre")).cpu()  # no count below 1e-10
+        assert "eps-underflow" not in spyre.telemetry.snapshot().to_json()["miscompiles"]
+        out = model(total.to("spyre"), count.to("spyre")).cpu()
+        assert torch.isnan(out[1])  # what the device computes, reported as a miscompile
+        recorded = spyre.telemetry.snapshot().to_json()["miscompiles"]["eps-underflow"]
+        assert recorded["count"] == 1
+        # numbers the device holds, and subtraction with alpha, follow the same rule
+        held = count.to("spyre") + 1e-3
+        assert "eps-underflow" in spyre.telemetry.snapshot().to_json()["miscompiles"]
+        lost = torch.sub(count.to("spyre"), 1e-6, alpha=1e-4)
+    assert some.tolist() == [2.0]
+    assert (held.cpu() > 0).all()
+    assert torch.equal(lost.cpu(), count)
+    final = spyre.telemetry.snapshot().to_json()["miscompiles"]["eps-underflow"]["count"]
+    assert final == 2  # the held 1e-3 not recorded, the lost 1e-10 (1e-6 * 1e-4) recorded
