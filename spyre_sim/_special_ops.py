@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch._ops import OpOverload
 
-from spyre_sim import _dispatch, _storage, telemetry
+from spyre_sim import _dispatch, _storage, scope, telemetry
 from spyre_sim._tensor import SpyreTensor, nbytes
 
 if TYPE_CHECKING:
@@ -54,8 +54,15 @@ def _to_copy(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[s
         h = x._host
         telemetry.count_transfer(False, nbytes(h))
         hk = {k: v for k, v in kwargs.items() if k != "device"}
+        # the harness's ``out.float().cpu()`` reads the dtype it cast to; inside the model
+        # (a host fallback of an adapter, a model's own ``.cpu()``) a transfer gives what the
+        # device holds, so operands that are all float32 in the model arrive with one dtype
         reads_as = getattr(x, _storage.READS_AS, None)
-        if reads_as is not None and hk.get("dtype") in (None, x.dtype):  # .cpu() names x.dtype
+        if (
+            reads_as is not None
+            and hk.get("dtype") in (None, x.dtype)  # .cpu() names x.dtype
+            and not scope.in_model_scope()
+        ):
             hk["dtype"] = reads_as
         return func(h, **hk)
     if type(x) is not SpyreTensor:  # host tensor with device=spyre: a transfer

@@ -42,8 +42,10 @@ STORE_AS: dict[torch.dtype, torch.dtype] = {
 
 
 #: Attribute of a device tensor made by a cast to float32/float64: the device stores its values
-#: as DL16 (fp16), and moving it to the host gives them in the dtype cast to, so the common
-#: ``out.float().cpu()`` comparison idiom sees float32 (the DL16 values, widened exactly).
+#: as DL16 (fp16), and moving it to the host outside the model gives them in the dtype cast to,
+#: so the harness's ``out.float().cpu()`` comparison idiom sees float32 (the DL16 values,
+#: widened exactly). Inside the model a transfer gives the stored fp16, as for every other
+#: float32 tensor of the device (a host fallback then gets operands of one dtype).
 READS_AS = "_spyre_reads_as"
 
 

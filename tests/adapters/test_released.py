@@ -81,7 +81,7 @@ def test_every_released_version_is_installed_and_unchanged(builtins: Registry) -
 def test_the_record_holds_the_version_pairs_that_ship_side_by_side(builtins: Registry) -> None:
     record = read_record(RECORD.read_text(encoding="utf-8"))
     versions = {name: sorted(str(v) for n, v in record if n == name) for name, _ in record}
-    assert versions["host-mask"] == ["1.0.0", "1.0.1", "1.1.0"]
+    assert versions["host-mask"] == ["1.0.0", "1.0.1", "1.1.0", "1.2.0"]
     assert versions["layernorm-two-pass"] == [
         "1.0.0",
         "1.0.1",

@@ -26,6 +26,7 @@ METHOD = "_get_extra_padding_for_conv1d"
 # below 1024 DL16 holds every integer; from 2048 on only multiples of 4
 LENGTHS = [1, 2, 3, 7, 64, 1000, 1021, 2047, 2049, 3999, 4000, 4001, 4003, 8191]
 
+
 def outputs(model: nn.Module, values: torch.Tensor) -> dict[str, torch.Tensor]:
     with torch.no_grad():
         out = model(values)

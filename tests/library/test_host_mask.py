@@ -17,7 +17,7 @@ from library_models import (
 
 from spyre_adapters.library.host_mask import adapter, finite_fill
 
-FAMILIES = families("host-mask")
+FAMILIES = families("host-mask", "1.0.1")
 SLIDING = {"mistral", "qwen2", "gemma2", "gemma3_text", "starcoder2"}
 EAGER_ONLY = {"gemma2"}
 

@@ -23,7 +23,7 @@ from library_models import (
 from spyre_adapters.library.host_mask import adapter as adapter_1_0_1
 from spyre_adapters.library.host_mask_v1_0_0 import adapter, finite_fill
 
-FAMILIES = families("host-mask")
+FAMILIES = families("host-mask", "1.0.0")
 SLIDING = {"mistral", "qwen2", "gemma2", "gemma3_text", "starcoder2"}
 EAGER_ONLY = {"gemma2"}
 

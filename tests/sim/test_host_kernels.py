@@ -63,6 +63,31 @@ def test_cast_to_fp32_on_the_device_keeps_the_dl16_values(spyre: ModuleType) -> 
     assert spyre.telemetry.snapshot().to_json()["ops"]["aten._to_copy.default"]["native"] == 1
 
 
+def test_a_cast_to_fp32_reads_back_as_fp32_outside_the_model_only(spyre: ModuleType) -> None:
+    # the harness's out.float().cpu() idiom sees float32; inside a model a transfer gives what
+    # the device holds (fp16 for every float32 tensor), so a host fallback of two operands that
+    # are float32 in the model gets one dtype (GLM-4V: a float32 table cast from the weights,
+    # sampled at coordinates computed from float32 sizes, stopped at "expected scalar type
+    # Float but found Half")
+    host = round_to_dl16(torch.randn(1, 2, 4, 4, dtype=torch.float16))
+    seen: list[tuple[torch.dtype, torch.dtype]] = []
+
+    class Fallback(torch.nn.Module):
+        def forward(self, table: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+            wide = table.to(torch.float32)
+            coords = scale * 2  # float32 in the model; no cast: stored and read as fp16
+            seen.append((wide.cpu().dtype, coords.cpu().dtype))
+            return wide
+
+    table, scale = host.to("spyre"), torch.ones(3, dtype=torch.float16).to("spyre")
+    with torch.no_grad():
+        out = Fallback()(table, scale)
+    assert seen == [(torch.float16, torch.float16)]
+    assert out.dtype == torch.float16  # the device stores float32 as fp16
+    assert out.cpu().dtype == torch.float32  # read by the harness as the dtype cast to
+    assert torch.equal(out.cpu(), host.float())
+
+
 def test_casts_to_fp16_on_the_device_are_rounded(spyre: ModuleType) -> None:
     # 1025 is exact in fp16 (odd last bit) and a DL16 tie: it goes away from zero to 1026
     ints = torch.tensor([1025, -1025, 7], dtype=torch.int32).to("spyre")
