@@ -252,6 +252,20 @@ def _input_plans(
         channels = int(getattr(config, "audio_channels", 1) or 1)
         return {"input_values": torch.randn(preset.batch, channels, 4000, generator=gen)}
 
+    def series(gen: torch.Generator) -> dict[str, torch.Tensor]:
+        # forecasters: a context of past values (and their lags) and the horizon to predict
+        horizon = int(config.prediction_length)
+        past = int(config.context_length) + max(config.lags_sequence)
+        count = int(config.num_time_features)
+        batch = preset.batch
+        return {
+            "past_values": torch.randn(batch, past, generator=gen),
+            "past_time_features": torch.randn(batch, past, count, generator=gen),
+            "past_observed_mask": torch.ones(batch, past),
+            "future_values": torch.randn(batch, horizon, generator=gen),
+            "future_time_features": torch.randn(batch, horizon, count, generator=gen),
+        }
+
     if main == "input_ids" or "input_ids" in params:
         plans.append(("text", text))
     if main == "pixel_values" or "pixel_values" in params:
@@ -263,6 +277,8 @@ def _input_plans(
     if main == "input_values" or "input_values" in params:
         plans.append(("raw-audio", raw_audio))
         plans.append(("raw-audio-channels", raw_audio_channels))
+    if main == "past_values" and {"past_time_features", "future_values"} <= set(params):
+        plans.append(("series", series))
     main_first = {
         "input_ids": "text",
         "pixel_values": "pixels",

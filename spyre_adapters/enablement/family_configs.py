@@ -109,6 +109,7 @@ def _overrides(
     attrs: Mapping[str, Any] = vars(config)
     out: dict[str, Any] = {}
     default_layers = next((attrs[k] for k in _LAYERS if is_int(attrs.get(k))), None)
+    _series_overrides(attrs, preset, out)
     if fit == "depth":
         _depth_overrides(attrs, preset, out, default_layers)
         _feature_overrides(attrs, preset, features, out)
@@ -194,6 +195,19 @@ def _overrides(
             sub["model_type"] = value.model_type
             out[key] = {**_plain_dict(value), **sub}
     return out
+
+
+def _series_overrides(attrs: Mapping[str, Any], preset: SizePreset, out: dict[str, Any]) -> None:
+    """Time-series forecasters (Autoformer, Informer, Time Series Transformer) leave their
+    horizon unset and build nothing without it: ``preset.seq_len`` steps ahead (the context
+    defaults to the horizon), with one time feature, so that no input is zero-length, and
+    Autoformer's decoder start (``label_length``, 10 by default) inside that context."""
+    if "prediction_length" in attrs and attrs["prediction_length"] is None:
+        out["prediction_length"] = preset.seq_len
+        if is_int(attrs.get("label_length")) and attrs["label_length"] > preset.seq_len:
+            out["label_length"] = max(1, preset.seq_len // 2)
+        if is_int(attrs.get("num_time_features")) and attrs["num_time_features"] < 1:
+            out["num_time_features"] = 1
 
 
 def _feature_overrides(

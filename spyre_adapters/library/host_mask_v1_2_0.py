@@ -1,19 +1,21 @@
-"""``host-mask`` 1.2: 1.1's host-built masks, where a skipped bidirectional mask is one row.
+"""``host-mask`` 1.2: 1.1's host-built masks, where a skipped bidirectional mask stays skipped
+under eager attention.
 
 1.1 (:mod:`spyre_adapters.library.host_mask_v1_1`) materialises every mask the stock factory
-would skip. For ``create_bidirectional_mask`` a skipped mask means "every query attends to every
-key", and 1.1 built it as ``[batch, 1, q, kv]`` with ``q`` the length of the embeddings handed to
-the factory. A model may hand that mask to an attention whose queries are another sequence:
-BridgeTower builds its image mask from the image tokens (``q = kv = 17``) and passes it as the
-``encoder_attention_mask`` of the text tokens' cross-attention (4 queries). The stock model
-passes ``None`` there and attends everywhere; 1.1's ``[1, 1, 17, 17]`` mask failed to broadcast
-against the ``[1, 4, 4, 17]`` scores (every BridgeTower test stopped).
+would skip, because under SDPA a skipped mask can become SDPA's implicit causal path, which
+builds a causal mask on the device. For ``create_bidirectional_mask`` under ``eager``
+attention a skip can only mean what the stock model computes, "every query attends to every
+key", and no mask at all is what the device should get: 1.1's materialised ``[batch, 1, q,
+kv]`` mask is then a tensor the stock model never had, and a model may use it where the stock
+``None`` went unchecked. BridgeTower (Transformers 5.15) builds its image mask from the image
+tokens (``q = kv = 17``) and hands it to the text tokens' cross-attention (4 queries): 1.1's
+``[1, 1, 17, 17]`` failed to broadcast against the ``[1, 4, 4, 17]`` scores. (Returning one
+query row instead, broadcastable to any query length, fails the other way: Autoformer and a
+dozen more families check that a mask they are given is ``[batch, 1, q, kv]``.)
 
-1.2 returns such a mask with one query row, ``[batch, 1, 1, kv]``: the rows of a bidirectional
-mask do not depend on the query, so it is the same mask wherever 1.1's applied, and it
-broadcasts against any query length, as ``None`` does. Whether the stock factory would skip is
-asked of the stock factory itself, on the host copies of its arguments. Masks the stock factory
-materialises, and every other factory, are 1.1's.
+1.2 asks the stock factory itself, on host copies of its arguments, whether it skips, and
+returns ``None`` where it does for a bidirectional mask of an ``eager`` model. Masks the stock
+factory materialises, every mask under ``sdpa``, and every other factory are 1.1's.
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ from spyre_adapters.library.host_mask import (
 )
 from spyre_adapters.library.host_mask_v1_1 import HostMaskBool, _bool_kept, reads_mask_as_bool
 
-__all__ = ["HostMaskRow", "adapter"]
+__all__ = ["HostMaskEagerSkip", "adapter"]
 
-#: The factory whose masks hold the same row for every query.
+#: The factory whose skipped mask means "attend to every key" whatever the attention module.
 BIDIRECTIONAL = "create_bidirectional_mask"
 
 
@@ -57,23 +59,17 @@ def _stock_skips(stock: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[
     return stock(*bound.args, **bound.kwargs) is None
 
 
-def _one_row_when_skipped(
-    stock: Callable[..., Any], made: Callable[..., Any]
-) -> Callable[..., Any]:
-    """``made`` (1.1's host factory of ``stock``), returning one query row of the mask where
-    ``stock`` would have skipped it."""
+def _none_when_skipped(stock: Callable[..., Any], made: Callable[..., Any]) -> Callable[..., Any]:
+    """``made`` (1.1's host factory of ``stock``), returning ``None`` where ``stock`` skips."""
 
     @functools.wraps(made)
     def factory(*args: Any, **kwargs: Any) -> Any:
-        mask = made(*args, **kwargs)
-        if not isinstance(mask, torch.Tensor) or mask.dim() != 4 or mask.shape[-2] == 1:
-            return mask
-        return mask[:, :, :1, :] if _stock_skips(stock, args, kwargs) else mask
+        return None if _stock_skips(stock, args, kwargs) else made(*args, **kwargs)
 
     return factory
 
 
-class HostMaskRow(HostMaskBool):
+class HostMaskEagerSkip(HostMaskBool):
     """``host-mask`` 1.2 (see the module docstring)."""
 
     def apply(self, model: nn.Module, edit: ModelEdit) -> None:
@@ -92,11 +88,11 @@ class HostMaskRow(HostMaskBool):
                 key = (id(owner), name, full, keep)
                 if key not in factories:
                     made = make(owner[name], full)
-                    if name == BIDIRECTIONAL:
-                        made = _one_row_when_skipped(owner[name], made)
+                    if name == BIDIRECTIONAL and implementation == "eager":
+                        made = _none_when_skipped(owner[name], made)
                     factories[key] = made
                 overrides[name] = factories[key]
             edit.bind_forward(module, rebind_globals(fn, owner, overrides))
 
 
-adapter = HostMaskRow()
+adapter = HostMaskEagerSkip()

@@ -1,7 +1,8 @@
-"""host-mask 1.2.0: 1.1's host-built masks, where a bidirectional mask the stock factory would
-skip is one query row ``[batch, 1, 1, kv]``. 1.1 built it for the factory's own query length,
-and a model that hands it to a cross-attention over another sequence (BridgeTower in
-Transformers 5.15) stopped at a broadcast error the stock model never reaches."""
+"""host-mask 1.2.0: 1.1's host-built masks, where a bidirectional mask the stock factory skips
+under eager attention stays skipped. 1.1 built it for the factory's own query length, and a
+model that hands it to a cross-attention over another sequence (BridgeTower in Transformers
+5.15) stopped at a broadcast error the stock model never reaches; a mask of one query row
+would fail the models that check a mask's shape (Autoformer)."""
 
 from __future__ import annotations
 
@@ -33,10 +34,10 @@ class CrossEncoder(nn.Module):
     """Builds a mask over its ``memory`` tokens and uses it for the cross-attention of ``text``
     (another length) over them, as BridgeTower 5.15 uses its image mask."""
 
-    def __init__(self) -> None:
+    def __init__(self, attention: str = "eager") -> None:
         super().__init__()
         self.config = PretrainedConfig()
-        self.config._attn_implementation = "eager"
+        self.config._attn_implementation = attention
         self.q = nn.Linear(8, 8)
         self.k = nn.Linear(8, 8)
 
@@ -48,6 +49,8 @@ class CrossEncoder(nn.Module):
         )
         scores = (self.q(text) @ self.k(memory).transpose(-1, -2))[:, None]
         if mask is not None:
+            if mask.shape != (text.shape[0], 1, memory.shape[1], memory.shape[1]):
+                raise ValueError(f"mask of shape {tuple(mask.shape)}")  # as Autoformer checks
             scores = scores + mask
         return scores.softmax(-1)
 
@@ -77,8 +80,9 @@ def test_a_skipped_mask_serves_queries_of_another_length() -> None:
         torch.testing.assert_close(new(*inputs), expected)
 
 
-def test_the_skipped_mask_is_one_finite_row_and_a_padded_one_is_whole() -> None:
-    seen: list[torch.Tensor] = []
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_a_skipped_mask_stays_skipped_under_eager_only(attention: str) -> None:
+    seen: list[torch.Tensor | None] = []
 
     class Recording(CrossEncoder):
         def forward(
@@ -91,14 +95,19 @@ def test_the_skipped_mask_is_one_finite_row_and_a_padded_one_is_whole() -> None:
             )
             return text
 
-    model = Recording().eval()
+    model = Recording(attention).eval()
     apply(adapter, model)
     with torch.no_grad():
         model(*_cross_inputs(pad=False))
         model(*_cross_inputs(pad=True))
     skipped, padded = seen
-    assert skipped.shape == (2, 1, 1, 5)
-    assert torch.equal(skipped, torch.zeros_like(skipped))
+    if attention == "eager":
+        assert skipped is None  # what the stock factory returns
+    else:  # 1.1's: no implicit causal path under SDPA
+        assert skipped is not None
+        assert skipped.shape == (2, 1, 5, 5)
+        assert torch.equal(skipped, torch.zeros_like(skipped))
+    assert padded is not None
     assert padded.shape == (2, 1, 5, 5)  # the stock factory materialises it: 1.1's mask
     assert torch.isfinite(padded).all()
     assert (padded[1, 0, :, 3:] < 0).all()

@@ -138,3 +138,16 @@ def test_triage_calls_a_vanishing_reference_reference_failed() -> None:
 
     (result,) = triage_family("mobilenet_v2", ["2026.09"])
     assert result.category is Category.REFERENCE_FAILED
+
+
+@pytest.mark.parametrize("model_type", ["autoformer", "informer", "time_series_transformer"])
+def test_a_forecaster_builds_with_a_horizon_and_a_past(model_type: str) -> None:
+    built = build_family(model_type, preset=TINY)
+    config = built.config
+    assert config.prediction_length == TINY.seq_len
+    assert config.num_time_features >= 1
+    past = config.context_length + max(config.lags_sequence)
+    assert tuple(built.inputs["past_values"].shape) == (TINY.batch, past)
+    assert tuple(built.inputs["future_values"].shape) == (TINY.batch, TINY.seq_len)
+    assert built.output_name == "last_hidden_state"
+    assert built.reference.shape[1] > 0
