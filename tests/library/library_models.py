@@ -399,3 +399,21 @@ def codec(model_type: str, seed: int = 0, **overrides: Any) -> nn.Module:
 
 def audio(length: int, seed: int = 3) -> torch.Tensor:
     return torch.randn(2, 1, length, generator=torch.Generator().manual_seed(seed))
+
+
+class PlainSizes(nn.Module):
+    """Conv sizes held as Python ints (Qwen3-Omni's code2wav, Parakeet's subsampling), a float
+    buffer the sizing methods read and an int buffer they do not: nothing on the device for
+    ``host-conv-padding`` to round, so no version of it matches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stride, self.kernel_size = 2, 4
+        self.scale = nn.Buffer(torch.tensor(2.0))
+        self.unused = nn.Buffer(torch.tensor(3))
+
+    def _get_extra_padding_for_conv1d(self, hidden: torch.Tensor) -> int:
+        return int(hidden.shape[-1] * self.scale) % self.stride + self.kernel_size
+
+    def _get_output_length(self, lengths: torch.Tensor) -> torch.Tensor:
+        return (lengths - self.kernel_size) // self.stride + 1

@@ -7,6 +7,7 @@ import warnings
 import pytest
 import torch
 from library_models import (
+    PlainSizes,
     apply,
     assert_rollback_exact,
     audio,
@@ -125,19 +126,7 @@ def test_does_not_match_models_without_padded_convs() -> None:
 
 
 def test_does_not_match_a_method_without_integer_scalar_buffers() -> None:
-    class Plain(nn.Module):
-        """Python-int sizes (Qwen3-Omni's code2wav convs): nothing on the device to round."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.stride, self.kernel_size = 2, 4
-            self.scale = nn.Buffer(torch.tensor(2.0))  # a float buffer the method reads
-            self.unused = nn.Buffer(torch.tensor(3))  # an int buffer the method does not read
-
-        def _get_extra_padding_for_conv1d(self, hidden: torch.Tensor) -> int:
-            return int(hidden.shape[-1] * self.scale) % self.stride + self.kernel_size
-
-    assert not adapter.matches(nn.Sequential(Plain()))
+    assert not adapter.matches(nn.Sequential(PlainSizes()))
 
 
 # ------------------------------------------------------------------------------ on the device

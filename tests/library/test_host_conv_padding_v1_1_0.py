@@ -7,6 +7,7 @@ import warnings
 import pytest
 import torch
 from library_models import (
+    PlainSizes,
     apply,
     assert_rollback_exact,
     audio,
@@ -158,22 +159,7 @@ def test_does_not_match_models_without_sized_convs() -> None:
     with pytest.raises(ValueError, match="host-conv-padding does not apply to LlamaForCausalLM"):
         apply(adapter, causal_lm("llama"))
 
-    class Plain(nn.Module):
-        """Python-int sizes (Qwen3-Omni's code2wav, Parakeet's subsampling): nothing to round."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.stride, self.kernel_size = 2, 4
-            self.scale = nn.Buffer(torch.tensor(2.0))  # a float buffer the methods read
-            self.unused = nn.Buffer(torch.tensor(3))  # an int buffer the methods do not read
-
-        def _get_extra_padding_for_conv1d(self, hidden: torch.Tensor) -> int:
-            return int(hidden.shape[-1] * self.scale) % self.stride + self.kernel_size
-
-        def _get_output_length(self, lengths: torch.Tensor) -> torch.Tensor:
-            return (lengths - self.kernel_size) // self.stride + 1
-
-    assert not adapter.matches(nn.Sequential(Plain()))
+    assert not adapter.matches(nn.Sequential(PlainSizes()))
 
 
 # ------------------------------------------------------------------------------ on the device
