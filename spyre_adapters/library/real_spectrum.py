@@ -37,8 +37,8 @@ that forward under :class:`RealSpectra`.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,9 +54,6 @@ __all__ = ["RealSpectra", "RealSpectrum", "RealSpectrumAdapter", "adapter"]
 
 #: Matrix pairs kept per mode (sizes, dtypes and devices seen recently).
 CACHE_SIZE = 16
-
-_Key = tuple[str, int, int, torch.dtype, torch.device]
-_cache: OrderedDict[_Key, tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
 
 
 def _angles(n: int, bins: int, samples: int) -> torch.Tensor:
@@ -93,25 +90,20 @@ def _matrices(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``kind`` ("forward" or "inverse") pair for sizes ``n`` and ``size``, in ``like``'s
     dtype on ``like``'s device, built on the host once (the ``CACHE_SIZE`` most recent kept)."""
-    key = (kind, n, size, like.dtype, like.device)
-    cached = _cache.get(key)
-    if cached is not None:
-        _cache.move_to_end(key)
-        return cached
+    return _built(kind, n, size, like.dtype, like.device)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _built(
+    kind: str, n: int, size: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     # ordinary tensors even when first asked for under inference_mode: a later forward with
     # gradients may save them for backward
     with torch.inference_mode(False), torch.no_grad():
         first, second = (
             forward_matrices(n, size) if kind == "forward" else inverse_matrices(n, size)
         )
-        pair = (
-            first.to(dtype=like.dtype).to(like.device),
-            second.to(dtype=like.dtype).to(like.device),
-        )
-    _cache[key] = pair
-    while len(_cache) > CACHE_SIZE:
-        _cache.popitem(last=False)
-    return pair
+        return first.to(dtype=dtype).to(device), second.to(dtype=dtype).to(device)
 
 
 def _along(x: torch.Tensor, dim: int, matrix: torch.Tensor) -> torch.Tensor:
