@@ -7,8 +7,9 @@ manifests use, so the expectations in these tests are read off that table, not o
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from packaging.version import InvalidVersion, Version
 
 from spyre_adapters import Registry
+from spyre_adapters.cli import main
 from spyre_adapters.errors import UnknownReleaseError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "manifests"
@@ -132,3 +134,36 @@ def registry(catalogue: FakeCatalogue) -> Registry:
 @pytest.fixture
 def today() -> _dt.date:
     return _dt.date(2026, 11, 30)
+
+
+# -- the CLI through main(argv) -----------------------------------------------------------------
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> dict:  # type: ignore[type-arg]
+        return json.loads(self.out)  # type: ignore[no-any-return]
+
+
+Run = Callable[..., Result]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
+    monkeypatch.setenv("SPYRE_ADAPTERS_DISABLE", "builtin")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    def invoke(*argv: str, manifests: Path | None = DATA / "valid") -> Result:
+        capsys.readouterr()
+        prefix = ["--manifests", str(manifests)] if manifests is not None else []
+        code = main([*prefix, *argv])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return invoke
+
+
+def statuses(document: dict) -> dict[str, str]:  # type: ignore[type-arg]
+    return {a["name"]: f"{a['version']} {a['status']}" for a in document["adapters"]}
