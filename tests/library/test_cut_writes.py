@@ -113,7 +113,7 @@ def test_latent_attention_gives_the_stock_logits(model_type: str) -> None:
     assert torch.allclose(adapted, stock, atol=1e-5, rtol=1e-4)
     prepared = causal_lm(model_type, **sizes)
     spyre_adapters.prepare(prepared, "2026.09")
-    assert "head-padding 2.3.0" in {
+    assert "head-padding 2.4.0" in {
         f"{a.name} {a.version}" for a in spyre_adapters.applied(prepared)
     }
     with warnings.catch_warnings():

@@ -66,7 +66,7 @@ def test_longt5_runs_on_the_device_and_matches() -> None:
     model = _longt5()
     spyre_adapters.prepare(model, "2026.09")
     applied = {f"{a.name} {a.version}" for a in spyre_adapters.applied(model)}
-    assert {"host-one-hot 1.1.0", "head-padding 2.3.0"} <= applied
+    assert {"host-one-hot 1.1.0", "head-padding 2.4.0"} <= applied
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the device's once-per-process notices
         on_device = model.half().to("spyre")
