@@ -6,7 +6,10 @@ While a ``--spyre`` run is active, the closeness checks test suites use are wrap
 ``allclose`` / ``testing.assert_allclose``, and the written-out form ``max_diff =
 np.amax(np.abs(a - b)); self.assertLessEqual(max_diff, 1e-5)`` (unittest's ``assertLessEqual``
 and ``assertLess`` when their first operand is a non-negative floating scalar and the bound a
-tolerance, below 1). Each behaves exactly as before (same result, same exception); when one
+tolerance, below 1), and a bound on a cosine similarity checked with ``assertTrue``
+(``self.assertTrue(1 - F.cosine_similarity(a, b, dim=0).max() <= 1e-3)``: the last
+similarity the test computed is kept, unmeasured, and a failing ``assertTrue`` of a false flag records
+``1 - cos``, there being nothing else to measure). Each behaves exactly as before (same result, same exception); when one
 finds its operands not close, :class:`ClosenessLog` records the check, the largest absolute and
 relative difference (a bound check knows only the difference it was given), the tolerances,
 NaN counts and the shape. A test
@@ -77,6 +80,30 @@ def _scalar(value: Any, integers: bool = False) -> float | None:
     return None
 
 
+def _similarity(result: Any) -> dict[str, Any] | None:
+    """What a ``cosine_similarity`` result says: ``1 - cos`` at its least similar entry."""
+    tensor = _as_tensor(result)
+    if tensor is None or tensor.numel() == 0 or not tensor.is_floating_point():
+        return None
+    least = float(tensor.to(torch.float64).min())
+    return {
+        "check": "cosine similarity bound (assertTrue), measured as 1 - cos",
+        "max_abs_diff": 1.0 - least,
+        "atol": None,
+        "rtol": None,
+        "nan": int(torch.isnan(tensor).sum()),
+        "shape": list(tensor.shape),
+        "dtype": str(tensor.dtype).replace("torch.", ""),
+    }
+
+
+def _false_flag(value: Any) -> bool:
+    """A false bool, NumPy bool or one-element bool tensor (what a failed bound gives)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1 and value.dtype is torch.bool and not bool(value)
+    return value is False or (type(value).__name__ == "bool_" and not bool(value))
+
+
 def _measure_bound(check: str, difference: Any, bound: Any) -> dict[str, Any] | None:
     """A failed ``difference <= bound`` check, when it is a tolerance check: a non-negative
     floating difference (NaN included) against a numeric bound in [0, 1)."""
@@ -102,6 +129,12 @@ class ClosenessLog:
     def __init__(self) -> None:
         self.failures: list[dict[str, Any]] = []
         self._saved: list[tuple[Any, str, Any]] = []
+        self._last_similarity: Any = None
+
+    def reset(self) -> None:
+        """Forget what the previous test recorded (called as each test starts)."""
+        self.failures.clear()
+        self._last_similarity = None
 
     def _record(self, measured: dict[str, Any] | None) -> None:
         if measured is not None:
@@ -174,6 +207,42 @@ class ClosenessLog:
 
         unittest.TestCase.assertLessEqual = bound_check("assertLessEqual")  # type: ignore[method-assign]
         unittest.TestCase.assertLess = bound_check("assertLess")  # type: ignore[method-assign]
+
+        assert_true = unittest.TestCase.assertTrue
+
+        def wrapped_assert_true(case: Any, expr: Any, msg: Any = None) -> None:
+            try:
+                assert_true(case, expr, msg)
+            except AssertionError:
+                if log._last_similarity is not None and _false_flag(expr):
+                    log._record(_similarity(log._last_similarity))
+                raise
+
+        wrapped_assert_true.__doc__ = assert_true.__doc__
+        wrapped_assert_true.__wrapped__ = assert_true  # type: ignore[attr-defined]
+        self._saved.append((unittest.TestCase, "assertTrue", assert_true))
+        unittest.TestCase.assertTrue = wrapped_assert_true  # type: ignore[method-assign,assignment]
+        self._wrap_similarity()
+
+    def _wrap_similarity(self) -> None:
+        log = self
+        functional = torch.nn.functional
+        original = functional.cosine_similarity
+
+        def wrapped_similarity(x1: Any, x2: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(x1, x2, *args, **kwargs)
+            # kept as it is: measured only if an assertTrue fails (no transfer inside a model)
+            log._last_similarity = result.detach() if isinstance(result, torch.Tensor) else None
+            return result
+
+        wrapped_similarity.__doc__ = original.__doc__
+        wrapped_similarity.__wrapped__ = original  # type: ignore[attr-defined]
+        self._saved += [
+            (functional, "cosine_similarity", original),
+            (torch, "cosine_similarity", torch.cosine_similarity),
+        ]
+        functional.cosine_similarity = wrapped_similarity
+        torch.cosine_similarity = wrapped_similarity
 
     def _wrap_numpy(self) -> None:
         try:

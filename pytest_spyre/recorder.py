@@ -211,7 +211,7 @@ class TestRecorder:
         self._open[item.nodeid] = rec
         self._phases[item.nodeid] = {}
         self._current = rec
-        self.session.closeness.failures.clear()
+        self.session.closeness.reset()
         if self.session.placement is not None:
             self.session.placement.enabled = not on_host
         return (yield from self._phase(item))

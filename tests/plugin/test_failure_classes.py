@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from plugin_runs import Run, pytest_subprocess
 
 from pytest_spyre.classify import classify, innermost_package
@@ -154,6 +155,47 @@ def test_a_failed_difference_bound_is_a_closeness_check() -> None:
     failure = classify(AssertionError("x"), TestRecord("t"), log.failures, "DL16")
     assert failure.cls == "precision"
     assert "max abs diff 0.5" in failure.detail
+
+
+def test_a_failed_bound_on_a_cosine_similarity_is_a_closeness_check() -> None:
+    """``assertTrue(1 - F.cosine_similarity(a, b, dim=0).max() <= 1e-3)`` (MaskFormer's and
+    LayoutLMv2's batching checks): the last similarity is measured when an assertTrue of a
+    false flag fails; a true flag, or a failure with no similarity computed, records nothing."""
+    import unittest
+
+    from pytest_spyre.precision import ClosenessLog
+
+    log = ClosenessLog()
+    case = unittest.TestCase()
+    a = torch.tensor([1.0, 2.0, 3.0])
+    b = torch.tensor([1.0, 2.0, 3.5])
+    log.install()
+    try:
+        with pytest.raises(AssertionError):
+            case.assertTrue(torch.tensor(True) & False)  # noqa: PT009 - nothing computed yet
+        cos = torch.nn.functional.cosine_similarity(a, b, dim=0)
+        case.assertTrue(1 - cos <= 0.1)  # noqa: PT009 - passes: nothing recorded
+        with pytest.raises(AssertionError, match="is not true"):
+            case.assertTrue(1 - cos.max() <= 1e-3)  # noqa: PT009
+        log.reset()
+        assert log._last_similarity is None
+    finally:
+        log.uninstall()
+    assert torch.nn.functional.cosine_similarity is torch.cosine_similarity
+    assert unittest.TestCase.assertTrue.__qualname__ == "TestCase.assertTrue"
+    assert log.failures == []  # reset for the next test
+    log.install()
+    try:
+        cos = torch.cosine_similarity(a, b, dim=0)
+        with pytest.raises(AssertionError):
+            case.assertTrue(1 - cos.max() <= 1e-3)  # noqa: PT009
+    finally:
+        log.uninstall()
+    (check,) = log.failures
+    assert check["max_abs_diff"] == pytest.approx(1 - float(cos), rel=1e-6)
+    failure = classify(AssertionError("x"), TestRecord("t"), log.failures, "DL16")
+    assert failure.cls == "precision"
+    assert "cosine similarity" in failure.detail
 
 
 def test_a_library_refusing_the_device_type_is_platform() -> None:
