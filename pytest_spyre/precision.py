@@ -190,38 +190,38 @@ class ClosenessLog:
     def _wrap_unittest(self) -> None:
         log = self
 
-        def bound_check(name: str) -> Any:
+        def wrap(name: str, measure: Any) -> None:
+            """``TestCase.<name>`` recording ``measure(*operands)`` when it fails."""
             original = getattr(unittest.TestCase, name)
 
-            def wrapped(case: Any, first: Any, second: Any, msg: Any = None) -> None:
+            def wrapped(case: Any, *args: Any, **kwargs: Any) -> None:
                 try:
-                    original(case, first, second, msg)
+                    original(case, *args, **kwargs)
                 except AssertionError:
-                    log._record(_measure_bound(f"{name} (difference bound)", first, second))
+                    log._record(measure(*args))
                     raise
 
             wrapped.__doc__ = original.__doc__
             wrapped.__wrapped__ = original  # type: ignore[attr-defined]
             self._saved.append((unittest.TestCase, name, original))
-            return wrapped
+            setattr(unittest.TestCase, name, wrapped)
 
-        unittest.TestCase.assertLessEqual = bound_check("assertLessEqual")  # type: ignore[method-assign]
-        unittest.TestCase.assertLess = bound_check("assertLess")  # type: ignore[method-assign]
+        def bound(name: str) -> Any:
+            def measure(*args: Any) -> dict[str, Any] | None:
+                if len(args) < 2:
+                    return None
+                return _measure_bound(f"{name} (difference bound)", args[0], args[1])
 
-        assert_true = unittest.TestCase.assertTrue
+            return measure
 
-        def wrapped_assert_true(case: Any, expr: Any, msg: Any = None) -> None:
-            try:
-                assert_true(case, expr, msg)
-            except AssertionError:
-                if log._last_similarity is not None and _false_flag(expr):
-                    log._record(_similarity(log._last_similarity))
-                raise
+        def similarity_bound(*args: Any) -> dict[str, Any] | None:
+            if not args or log._last_similarity is None or not _false_flag(args[0]):
+                return None
+            return _similarity(log._last_similarity)
 
-        wrapped_assert_true.__doc__ = assert_true.__doc__
-        wrapped_assert_true.__wrapped__ = assert_true  # type: ignore[attr-defined]
-        self._saved.append((unittest.TestCase, "assertTrue", assert_true))
-        unittest.TestCase.assertTrue = wrapped_assert_true  # type: ignore[method-assign,assignment]
+        wrap("assertLessEqual", bound("assertLessEqual"))
+        wrap("assertLess", bound("assertLess"))
+        wrap("assertTrue", similarity_bound)
         self._wrap_similarity()
 
     def _wrap_similarity(self) -> None:
