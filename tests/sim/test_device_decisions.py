@@ -173,3 +173,25 @@ def test_in_place_views_are_native(spyre: ModuleType, release: str) -> None:
     ops = rec.snapshot.to_json()["ops"]
     for name in ("aten.squeeze_.dim", "aten.unsqueeze_.default", "aten.t_.default"):
         assert set(ops[name]) == {"native"}, (name, ops[name])
+
+
+@pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreFallbackWarning")
+@pytest.mark.parametrize("stack", ["2025.12", "2026.09"])
+def test_randint_inside_a_forward_is_drawn_on_the_host(spyre: ModuleType, stack: str) -> None:
+    """``torch.randint(..., device=)`` reaches the device as ``random_.from`` on an empty
+    tensor (DiffusionGemma samples its canvas so): a cpu-fallback of gap ``random`` like every
+    random op, with the values in range, not the catch-all ``unlowered-op``."""
+
+    class Canvas(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.randint(low=0, high=99, size=(x.shape[0], 16), device=x.device)
+
+    with spyre.use_stack(stack), spyre.telemetry.record() as rec:
+        out = Canvas()(torch.ones(3, 64, dtype=torch.float16).to("spyre"))
+    values = out.cpu()
+    assert values.shape == (3, 16)
+    assert values.dtype in (torch.int64, torch.int32)
+    assert 0 <= int(values.min()) and int(values.max()) < 99
+    snap = rec.snapshot.to_json()
+    assert snap["fallbacks"] == {"aten.random_.from": 1}
+    assert "random" in snap["gaps"] and "unlowered-op" not in snap["gaps"]
