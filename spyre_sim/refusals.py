@@ -20,8 +20,10 @@ catches one dictionary lookup each, and nothing when no handler is installed::
 A handler may decline a call by raising the refusal it was given. While a handler runs, its own
 op is not handled again (a decomposition may issue the op it decomposes, on other arguments);
 the other handlers stay installed, so a decomposition whose ops are refused in turn is
-computed by their handlers. Blocks nest: an inner block's handler for an op replaces the outer
-one until the inner block ends. ``device_state.reset()`` removes every handler.
+computed by their handlers. Blocks nest: an inner block's handler for an op is asked first
+until the inner block ends, and a call it declines goes to the handler of the block around it
+(two adapters may each compute some calls of one op: a rewrite of some exponents of ``pow``,
+and a cast of an integer base). ``device_state.reset()`` removes every handler.
 
 Handlers see the op before any harness rule: an op run in the harness (:mod:`spyre_sim.scope`)
 is never refused, so never handled.
@@ -51,14 +53,34 @@ def handling(handlers: Mapping[OpOverload, Handler]) -> Iterator[None]:
     """Install ``handlers`` (op -> :data:`Handler`) for the block (see the module docstring)."""
     installed = device_state.refusal_handlers
     replaced = {op: installed[op] for op in handlers if op in installed}
-    installed.update(handlers)
+    mine = {
+        op: _first_then(handler, replaced[op]) if op in replaced else handler
+        for op, handler in handlers.items()
+    }
+    installed.update(mine)
     try:
         yield
     finally:
-        for op, handler in handlers.items():
+        for op, handler in mine.items():
             if installed.get(op) is handler:
                 del installed[op]
         installed.update(replaced)
+
+
+def _first_then(inner: Handler, outer: Handler) -> Handler:
+    """``inner``, and ``outer`` for the calls ``inner`` declines (raises the refusal it got)."""
+
+    def handle(
+        op: OpOverload, args: Sequence[Any], kwargs: Mapping[str, Any], refusal: SpyreLoweringError
+    ) -> Any:
+        try:
+            return inner(op, args, kwargs, refusal)
+        except BaseException as error:
+            if error is not refusal:
+                raise
+        return outer(op, args, kwargs, refusal)
+
+    return handle
 
 
 def active() -> Mapping[OpOverload, Handler]:

@@ -59,8 +59,10 @@ def test_generated_bridges_are_counted_apart_and_hand_written_ones_stay_few() ->
     # as real matmuls, gap complex) the 26th, einsum-pieces (two-operand einsum as the steps
     # of ATen's contraction, so head-padding sees its final split; MaskFormer, XLNet) the
     # 27th, unfolded-gru-cell (nn.GRUCell op by op, as unfolded-lstm for nn.LSTM; SLANet) the
-    # 28th: README, "Sweep"
-    assert len(hand_written) <= 28
+    # 28th, integer-pow (a refused power of an integer tensor as PyTorch computes it, a
+    # handler beside the generated pow bridges; LightGlue, VideoLLaMA 3) the 29th: README,
+    # "Sweep"
+    assert len(hand_written) <= 29
     for manifest in GENERATED:
         assert manifest.name.startswith("bridge-")
         assert manifest.bridges

@@ -118,6 +118,33 @@ def test_blocks_nest_and_an_inner_handler_replaces_the_outer_one_for_its_block(
     assert not refusals.active()
 
 
+def test_a_call_the_inner_handler_declines_goes_to_the_outer_one(spyre: ModuleType) -> None:
+    """Two adapters may each compute some calls of one op: the inner block's handler is asked
+    first, and what it declines (by raising its refusal) the outer one computes."""
+
+    def cube(op: Any, args: Sequence[Any], kwargs: Mapping[str, Any], refusal: Exception) -> Any:
+        cube_calls.append(args[1])
+        if args[1] != 3:
+            raise refusal
+        return args[0] * args[0] * args[0]
+
+    cube_calls: list[Any] = []
+    squares = Recorder()  # exponent 2 only
+    with spyre.use_stack("2026.02"), refusals.handling({POW: cube}):
+        with refusals.handling({POW: squares}):
+            square = _x().pow(2)  # the inner one computes it: the outer is not asked
+            third = _x().pow(3)  # the inner declines: the outer computes it
+            with pytest.raises(spyre.SpyreLoweringError):
+                _x().pow(5)  # both decline: refused as without handlers
+        assert cube_calls == [3, 5]
+        assert [c[1] for c in squares.calls] == [2, 3, 5]
+        _x().pow(3)  # the inner block ended: the outer alone
+    assert cube_calls == [3, 5, 3]
+    assert torch.equal(square.cpu(), torch.full((2, 64), 2.25, dtype=torch.float16))
+    assert torch.equal(third.cpu(), torch.full((2, 64), 3.375, dtype=torch.float16))
+    assert not refusals.active()
+
+
 def test_reset_removes_every_handler(spyre: ModuleType) -> None:
     block = refusals.handling({POW: Recorder()})
     block.__enter__()
