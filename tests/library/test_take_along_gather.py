@@ -1,0 +1,135 @@
+"""``take-along-gather``: ``torch.take_along_dim`` as the ``gather`` it stands for.
+
+CPU: :func:`take_along` equals ``torch.take_along_dim`` exactly (no dim, negative dims,
+broadcast index and values, integer and float values). Device: PP-DocLayoutV2's sort of its
+detections (an argsort's indices expanded over the box coordinates) stops at
+``int64-storage`` without the adapter and matches the CPU with it; functions and methods are
+both covered. Matching, declines, rollback, and nothing the model shows changes."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from library_models import apply, assert_rollback_exact, registry_without
+from torch import nn
+
+import spyre_adapters
+import spyre_sim
+from spyre_adapters.library.take_along_gather import TakeAlongGather, adapter, take_along
+
+pytestmark = pytest.mark.filterwarnings("ignore::spyre_sim.SpyreSimWarning")
+
+CASES = [
+    ((3, 30), (3, 30), 1),
+    ((3, 30, 4), (3, 30, 1), 1),  # the index broadcast over the last dim
+    ((3, 1, 4), (3, 7, 4), 1),  # values broadcast along another dim
+    ((2, 5, 6), (2, 5, 3), -1),
+    ((4, 5), (2, 5), 0),
+    ((4, 5), (6,), None),  # no dim: the flattened tensors
+]
+
+
+@pytest.mark.parametrize(("values_shape", "index_shape", "dim"), CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_the_values_are_take_along_dim_exactly(
+    values_shape: tuple[int, ...], index_shape: tuple[int, ...], dim: int | None, dtype: torch.dtype
+) -> None:
+    generator = torch.Generator().manual_seed(len(values_shape) + (dim or 7))
+    values = (torch.randn(values_shape, generator=generator) * 100).to(dtype)
+    size = values.numel() if dim is None else values.shape[dim]
+    indices = torch.randint(0, size, index_shape, generator=generator)
+    ref = torch.take_along_dim(values, indices, dim)
+    out = take_along(values, indices, dim)
+    assert out is not None
+    assert out.shape == ref.shape
+    assert torch.equal(out, ref)
+    with TakeAlongGather():
+        assert torch.equal(torch.take_along_dim(values, indices, dim), ref)
+        assert torch.equal(values.take_along_dim(indices, dim=dim), ref)
+
+
+def test_shapes_that_do_not_broadcast_are_left_to_the_stock_function() -> None:
+    values, indices = torch.randn(3, 4), torch.zeros(2, 4, dtype=torch.int64)
+    assert take_along(values, indices, 1) is None
+    with TakeAlongGather(), pytest.raises(RuntimeError):
+        torch.take_along_dim(values, indices, 1)
+
+
+def decorated(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        return fn(self, *args, **kwargs)
+
+    return wrapper
+
+
+class SortDetections(nn.Module):
+    """PP-DocLayoutV2's post-processing: detections kept first, by an argsort of a mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(64, 4)
+
+    @decorated
+    def forward(self, queries: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        boxes = self.head(queries)
+        class_ids = scores.argmax(-1)
+        indices = torch.argsort((scores.amax(-1) > 0).int(), dim=1, descending=True)
+        sorted_ids = torch.take_along_dim(class_ids, indices, dim=1)
+        sorted_boxes = boxes.take_along_dim(indices[..., None].expand(-1, -1, 4), dim=1)
+        return sorted_ids, sorted_boxes
+
+
+def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(3, 30, 64, generator=generator), torch.randn(3, 30, 5, generator=generator)
+
+
+def _model() -> SortDetections:
+    torch.manual_seed(0)
+    return SortDetections().eval()
+
+
+def test_the_device_stops_without_it_and_matches_the_cpu_with_it() -> None:
+    queries, scores = _inputs()
+    with torch.no_grad():
+        ref_ids, ref_boxes = _model()(queries, scores)
+        with spyre_sim.use_stack("2026.09"):
+            plain = _model()
+            spyre_adapters.prepare(plain, "2026.09", registry=registry_without(adapter.name))
+            with pytest.raises(spyre_sim.SpyreLoweringError, match="int64-storage"):
+                plain.to("spyre")(queries.to("spyre"), scores.to("spyre"))
+            adapted = _model()
+            spyre_adapters.prepare(adapted, "2026.09")
+            assert "take-along-gather" in {a.name for a in spyre_adapters.applied(adapted)}
+            ids, boxes = adapted.to("spyre")(queries.to("spyre"), scores.to("spyre"))
+    assert torch.equal(ids.cpu().long(), ref_ids)
+    assert torch.allclose(boxes.cpu().float(), ref_boxes, atol=2e-2)
+
+
+def test_modules_that_do_not_call_it_are_not_matched() -> None:
+    assert not adapter.matches(nn.Sequential(nn.Linear(4, 4)))
+    assert adapter.matches(_model())
+    with pytest.raises(ValueError, match="take-along-gather does not apply to Sequential"):
+        apply(adapter, nn.Sequential(nn.Linear(4, 4)))
+
+
+def test_nothing_the_model_shows_changes_and_rollback_is_exact() -> None:
+    stock, model = _model(), _model()
+    edit = apply(adapter, model)
+    assert len(edit) >= 1
+    assert not adapter.matches(model), "an adapted model must not match again"
+    assert model.state_dict().keys() == stock.state_dict().keys()
+    with torch.no_grad():
+        for got, want in zip(model(*_inputs()), stock(*_inputs()), strict=True):
+            assert torch.equal(got, want)
+
+    def probe(m: nn.Module) -> torch.Tensor:
+        with torch.no_grad():
+            return m(*_inputs())[1]  # type: ignore[no-any-return]
+
+    assert_rollback_exact(adapter, _model(), probe)
