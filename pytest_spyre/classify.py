@@ -190,6 +190,21 @@ def classify(
         refused = _REFUSED_DEVICE.search(str(error)) and error.__traceback__ is not None
         if refused and innermost_package(error) is None:
             return Failure("platform", _first_line(error) + _outside(error))
+    if record.emulator_limits:
+        # from the first such result on, the emulator's numbers are not the device's: what
+        # follows (a miscompile recorded downstream, a NaN) may be its consequence
+        kinds = sorted(record.emulator_limits)
+        also = ""
+        if record.miscompiles:
+            also = "; recorded after or beside it, which it may have caused: " + ", ".join(
+                f"{g} x{record.miscompiles[g]}" for g in sorted(record.miscompiles)
+            )
+        return Failure(
+            "emulator",
+            "the emulator could not compute what the device computes: it holds DL16 numbers in "
+            "fp16 host tensors, which flush numbers below 6e-8 that DL16 keeps (down to "
+            "2**-30): " + ", ".join(f"{k} x{record.emulator_limits[k]}" for k in kinds) + also,
+        )
     if record.miscompiles:
         gaps = sorted(record.miscompiles)
         return Failure(

@@ -107,6 +107,8 @@ class TestRecord:
     gap_modules: dict[str, list[str]] = field(default_factory=dict)
     fallbacks: dict[str, int] = field(default_factory=dict)  # op -> count
     miscompiles: dict[str, int] = field(default_factory=dict)  # gap id -> count
+    # results the emulator could not compute as the device does (kind -> count: "fp16-holder")
+    emulator_limits: dict[str, int] = field(default_factory=dict)
     adapters: list[str] = field(default_factory=list)  # "name version", applied in this test
     bridged: dict[str, int] = field(default_factory=dict)  # op -> calls an op bridge computed
     blocked_by: Blocker | None = None
@@ -136,6 +138,7 @@ class TestRecord:
             "gap_modules": {k: sorted(v) for k, v in sorted(self.gap_modules.items())},
             "fallbacks": dict(sorted(self.fallbacks.items())),
             "miscompiles": dict(sorted(self.miscompiles.items())),
+            "emulator_limits": dict(sorted(self.emulator_limits.items())),
             "adapters": sorted(self.adapters),
             "bridged": dict(sorted(self.bridged.items())),
             "blocked_by": None if self.blocked_by is None else vars(self.blocked_by).copy(),
@@ -161,6 +164,7 @@ class TestRecord:
             gap_modules={k: list(v) for k, v in data["gap_modules"].items()},
             fallbacks=dict(data["fallbacks"]),
             miscompiles=dict(data["miscompiles"]),
+            emulator_limits=dict(data.get("emulator_limits", {})),
             adapters=list(data["adapters"]),
             bridged=dict(data.get("bridged", {})),
             blocked_by=None if blocked is None else Blocker(**blocked),
@@ -222,6 +226,7 @@ class RunTally:
     harness_ops: int = 0
     adapter_errors: Counter[str] = field(default_factory=Counter)  # "adapter: stage" -> tests
     expectations: Counter[str] = field(default_factory=Counter)  # verdict -> tests
+    emulator_limits: Counter[str] = field(default_factory=Counter)  # kind -> tests
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -242,6 +247,7 @@ class RunTally:
             "harness_ops": self.harness_ops,
             "adapter_errors": dict(sorted(self.adapter_errors.items())),
             "expectations": dict(sorted(self.expectations.items())),
+            "emulator_limits": dict(sorted(self.emulator_limits.items())),
         }
 
 
@@ -267,6 +273,7 @@ def tally(records: Iterable[TestRecord]) -> RunTally:
         result.fallbacks.update(rec.fallbacks)
         result.fallback_tests.update(set(rec.fallbacks))
         result.miscompiles.update(set(rec.miscompiles))
+        result.emulator_limits.update(set(rec.emulator_limits))
         result.adapters.update(set(rec.adapters))
         result.inference_only += rec.inference_only
         if rec.gap_closed:

@@ -170,6 +170,8 @@ class TestRecorder:
             rec.fallbacks[op] = rec.fallbacks.get(op, 0) + count
         for gap, entry in delta.miscompiles.items():
             rec.miscompiles[gap] = rec.miscompiles.get(gap, 0) + entry.count
+        for kind, entry in delta.emulator_limits.items():
+            rec.emulator_limits[kind] = rec.emulator_limits.get(kind, 0) + entry.count
         rec.harness_ops += delta.ops_decided(OpDecision.HARNESS)
 
     def _phase(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -297,6 +299,15 @@ class TestRecorder:
                 "miscompile: the device reproduced documented wrong numbers in this test ("
                 + ", ".join(f"{g} x{n}" for g, n in sorted(rec.miscompiles.items()))
                 + ") and the test passed: its checks did not look at them",
+            ))  # fmt: skip
+        elif rec.emulator_limits and call.when == "call":
+            report.sections.append((
+                "spyre",
+                "emulator limit: a DL16 number the emulator's fp16 host tensors cannot hold was "
+                "lost in this test ("
+                + ", ".join(f"{k} x{n}" for k, n in sorted(rec.emulator_limits.items()))
+                + "); the test passed, but from there on the emulator's results are not the "
+                "device's",
             ))  # fmt: skip
         return report
 

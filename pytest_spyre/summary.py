@@ -56,6 +56,11 @@ def write(terminal: Any, session: DeviceSession, records: list[TestRecord]) -> N
     ]
     terminal.write_line(f"fallbacks: {_listing(fallbacks)}")
     terminal.write_line(f"miscompiles: {_per_tests(total.miscompiles)}")
+    if total.emulator_limits:
+        terminal.write_line(
+            f"emulator limits: {_per_tests(total.emulator_limits)} (DL16 numbers the emulator's "
+            "fp16 host tensors cannot hold: from there on its results are not the device's)"
+        )
     terminal.write_line(f"adapters applied: {_per_tests(total.adapters)}")
     if total.adapter_errors:
         terminal.write_line(f"adapters that failed to prepare: {_per_tests(total.adapter_errors)}")

@@ -14,8 +14,10 @@ from typing import Any
 
 import torch
 
+from spyre_sim import _modules, telemetry
 from spyre_sim._miscompile_registry import host_of as _host
 from spyre_sim._miscompile_registry import register, register_mark
+from spyre_sim.numerics import DL16_MIN_NORMAL
 
 NEAR_CONSTANT_VARIANCE = 1e-6
 """A LayerNorm row whose biased variance is below this counts as near-constant."""
@@ -76,11 +78,15 @@ def layer_norm_nan(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any
     return (result, mean, rstd)
 
 
+#: The emulator limit counted where a DL16 number is lost to the fp16 host tensors.
+EMULATOR_LIMIT = "fp16-holder"
+
+
 def _flushed_bound(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
     """``eps-underflow``: the result itself (the host op computed it with the bound stored in
     the result's 16-bit type, i.e. zero) when the positive lower bound was flushed to zero
-    and some input value lies below the bound, where keeping it would have changed the result;
-    ``None`` otherwise."""
+    and some input value lies below the bound, where keeping it would have changed the result,
+    and the bound is below DL16's smallest number (see :func:`_lost`); ``None`` otherwise."""
     bound = args[1] if len(args) > 1 else kwargs.get("min")
     if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not 0 < bound < 1e-4:
         return None
@@ -89,7 +95,20 @@ def _flushed_bound(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any
     if torch.tensor(bound, dtype=out.dtype).item() != 0.0:
         return None
     source = _host(args[0]).float()  # compared in its own 16-bit type, the bound would be 0
-    return out if bool((source < bound).any()) else None
+    if not bool((source < bound).any()):
+        return None
+    return _lost(out, bound)
+
+
+def _lost(out: torch.Tensor, value: float) -> torch.Tensor | None:
+    """``out`` when ``value`` is below DL16's smallest number (the device's miscompile);
+    ``None`` when DL16 holds it and only the emulator's fp16 host tensors lost it (from 2**-30
+    to fp16's smallest subnormal, 6e-8): then counted as an emulator limit, which the report
+    tells apart from the device's wrong numbers."""
+    if value < DL16_MIN_NORMAL:
+        return out
+    telemetry.count_emulator_limit(EMULATOR_LIMIT, _modules.current_module_path())
+    return None
 
 
 register("eps-underflow", "aten.clamp_min")(_flushed_bound)
@@ -107,8 +126,8 @@ def _lost_addend(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
     """``eps-underflow``: the result itself of ``x + eps`` (or ``x - eps``) whose number
     ``eps * alpha`` is zero in the result's 16-bit type (TAPAS's ``count + 1e-10`` before a
     division), when some ``|x|`` lies below ``|eps|``: there the CPU's sum is about ``eps`` and
-    the device's is ``x`` (a count of zero stays zero, and the division after it gives 0/0);
-    ``None`` otherwise."""
+    the device's is ``x`` (a count of zero stays zero, and the division after it gives 0/0), and
+    ``eps`` is below DL16's smallest number (see :func:`_lost`); ``None`` otherwise."""
     addend = _number(args[1] if len(args) > 1 else kwargs.get("other"))
     alpha = _number(kwargs.get("alpha", 1))
     if addend is None or alpha is None:
@@ -123,7 +142,9 @@ def _lost_addend(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
     source = _host(args[0]) if args else None
     if not isinstance(source, torch.Tensor) or not source.is_floating_point():
         return None
-    return out if bool((source.float().abs() < value).any()) else None
+    if not bool((source.float().abs() < value).any()):
+        return None
+    return _lost(out, value)
 
 
 register("eps-underflow", "aten.add")(_lost_addend)

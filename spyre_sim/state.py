@@ -39,7 +39,15 @@ TRANSFER_KEYS = (
 class Counters:
     """The telemetry counters the hot path bumps (read through :mod:`spyre_sim.telemetry`)."""
 
-    __slots__ = ("errors", "fallbacks", "gaps", "miscompiles", "ops", "transfers")
+    __slots__ = (
+        "emulator_limits",
+        "errors",
+        "fallbacks",
+        "gaps",
+        "miscompiles",
+        "ops",
+        "transfers",
+    )
 
     def __init__(self) -> None:
         self.ops: dict[tuple[str, str], int] = {}
@@ -48,6 +56,7 @@ class Counters:
         self.gaps: dict[str, dict[str, int]] = {}
         self.miscompiles: dict[str, dict[str, int]] = {}
         self.errors: dict[str, int] = {}
+        self.emulator_limits: dict[str, dict[str, int]] = {}
 
     def clear(self) -> None:
         """Forget every count (the dicts stay the same objects)."""
@@ -56,6 +65,7 @@ class Counters:
         self.gaps.clear()
         self.miscompiles.clear()
         self.errors.clear()
+        self.emulator_limits.clear()
         for key in TRANSFER_KEYS:
             self.transfers[key] = 0
 

@@ -9,11 +9,13 @@ The hot path only bumps plain ``dict`` counters (held by :data:`spyre_sim.state.
     snap.fallbacks["aten.arange.default"]                # 2
     snap.transfers.host_to_device_bytes
     snap.gaps["sin-cos"].count, snap.gaps["sin-cos"].modules
-    snap.miscompiles, snap.errors
+    snap.miscompiles, snap.errors, snap.emulator_limits
 
 ``gaps`` counts every op whose decision named a gap (fallback, decomposed, unsupported,
 miscompiled, layout errors); ``errors`` counts the raised ones only. A gap's
 ``module_counts`` keeps :func:`diff` exact; ``modules`` is its sorted key list.
+``emulator_limits`` counts results the emulator could not compute as the device does (a DL16
+number its fp16 host tensors cannot hold): the emulator's limit, not the device's miscompile.
 
 JSON is for the edges only (files, other processes): :meth:`Snapshot.to_json` writes schema
 version 1, whose shape is :data:`JSON_SCHEMA` (a JSON Schema, as code), and
@@ -60,6 +62,7 @@ _transfers = _counters.transfers
 _gaps = _counters.gaps
 _miscompiles = _counters.miscompiles
 _errors = _counters.errors
+_emulator_limits = _counters.emulator_limits
 
 _NO_MODULE = ""  # key used when an op ran outside any nn.Module forward
 
@@ -102,6 +105,13 @@ def count_gap(gap: str, module_path: str | None) -> None:
 def count_miscompile(gap: str, module_path: str | None) -> None:
     """Count one op whose result the device computed wrongly because of ``gap``."""
     _bump(_miscompiles, gap, module_path)
+
+
+def count_emulator_limit(kind: str, module_path: str | None) -> None:
+    """Count one result the emulator computed differently from the device because it cannot
+    hold a value the device holds (``kind``: ``"fp16-holder"``, a DL16 number below fp16's
+    smallest subnormal, which the fp16 host tensors flush): not the device's miscompile."""
+    _bump(_emulator_limits, kind, module_path)
 
 
 def count_error(gap: str) -> None:
@@ -159,6 +169,8 @@ class Snapshot:
     gaps: Mapping[str, GapCount] = field(default_factory=dict)
     miscompiles: Mapping[str, GapCount] = field(default_factory=dict)
     errors: Mapping[str, int] = field(default_factory=dict)
+    #: results the emulator could not compute as the device does (see count_emulator_limit)
+    emulator_limits: Mapping[str, GapCount] = field(default_factory=dict)
 
     def ops_decided(self, decision: OpDecision) -> int:
         """How many op executions got ``decision``."""
@@ -177,6 +189,7 @@ class Snapshot:
             "gaps": {g: _gap_json(e) for g, e in sorted(self.gaps.items())},
             "miscompiles": {g: _gap_json(e) for g, e in sorted(self.miscompiles.items())},
             "errors": dict(sorted(self.errors.items())),
+            "emulator_limits": {k: _gap_json(e) for k, e in sorted(self.emulator_limits.items())},
         }
 
     @classmethod
@@ -200,6 +213,9 @@ class Snapshot:
             gaps={str(g): _gap_from_json(e) for g, e in doc.get("gaps", {}).items()},
             miscompiles={str(g): _gap_from_json(e) for g, e in doc.get("miscompiles", {}).items()},
             errors={str(k): int(n) for k, n in doc.get("errors", {}).items()},
+            emulator_limits={
+                str(k): _gap_from_json(e) for k, e in doc.get("emulator_limits", {}).items()
+            },
         )
 
 
@@ -241,6 +257,7 @@ JSON_SCHEMA: dict[str, Any] = {
         "gaps",
         "miscompiles",
         "errors",
+        "emulator_limits",
     ],
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
@@ -261,6 +278,7 @@ JSON_SCHEMA: dict[str, Any] = {
         "gaps": {"type": "object", "additionalProperties": _GAP_ENTRY},
         "miscompiles": {"type": "object", "additionalProperties": _GAP_ENTRY},
         "errors": _COUNTS,
+        "emulator_limits": {"type": "object", "additionalProperties": _GAP_ENTRY},
     },
 }
 
@@ -279,6 +297,9 @@ def snapshot() -> Snapshot:
             g: GapCount(sum(m.values()), dict(m)) for g, m in sorted(_miscompiles.items())
         },
         errors=dict(sorted(_errors.items())),
+        emulator_limits={
+            k: GapCount(sum(m.values()), dict(m)) for k, m in sorted(_emulator_limits.items())
+        },
     )
 
 
@@ -321,6 +342,7 @@ def _combine(a: Snapshot, b: Snapshot, sign: int) -> Snapshot:
         gaps=_add_gaps(a.gaps, b.gaps, sign),
         miscompiles=_add_gaps(a.miscompiles, b.miscompiles, sign),
         errors=_add(a.errors, b.errors, sign),
+        emulator_limits=_add_gaps(a.emulator_limits, b.emulator_limits, sign),
     )
 
 

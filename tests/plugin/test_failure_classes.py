@@ -89,6 +89,25 @@ def test_classes_in_order() -> None:
     assert classify(AssertionError("x"), rec, [], "DL16").cls == "unexplained"
 
 
+def test_a_number_only_the_emulator_lost_is_its_limit_not_a_miscompile() -> None:
+    """CHMv2's ``logits + 1e-8``: DL16 keeps 1e-8, the emulator's fp16 host tensors do not.
+    A test that then fails is the emulator's (class ``emulator``, saying so), not the device's
+    miscompile and not precision; a miscompile recorded in the same test is named beside it
+    (CHMv2's ``clamp_min(1e-12)`` then meets the zero the lost shift left)."""
+    check = {"check": "torch.allclose", "max_abs_diff": 0.2, "atol": 1e-5, "rtol": 1e-5}
+    limited = TestRecord("t", emulator_limits={"fp16-holder": 4})
+    failure = classify(AssertionError("nan"), limited, [check], "DL16")
+    assert failure.cls == "emulator"
+    assert "fp16 host tensors" in failure.detail
+    assert "fp16-holder x4" in failure.detail
+    both = TestRecord("t", miscompiles={"eps-underflow": 1}, emulator_limits={"fp16-holder": 1})
+    failure = classify(AssertionError("nan"), both, [check], "DL16")
+    assert failure.cls == "emulator"
+    assert "may have caused: eps-underflow x1" in failure.detail
+    again = TestRecord.from_json(limited.to_json())
+    assert again.emulator_limits == {"fp16-holder": 4}
+
+
 def test_float16_refused_where_the_device_stored_float32_is_gap_fp32_storage() -> None:
     """The device keeps float32 as float16; code that does not take float16 refuses it the same
     way on the real device: gap ``fp32-storage``, also below our pass-through mode hooks."""
@@ -278,6 +297,23 @@ def test_miscompile(spyre_device):
     torch.testing.assert_close(got, expected, atol=1e-2, rtol=1e-2)
 
 
+class Shift(torch.nn.Module):
+    def forward(self, logits):
+        # CHMv2: a shift of 1e-8 (a DL16 number; fp16's smallest subnormal is 6e-8) keeps the
+        # normaliser of all-zero logits from 0
+        shifted = logits + 1e-8
+        return shifted / shifted.sum(-1, keepdim=True)
+
+
+def test_emulator_limit(spyre_device):
+    got = Shift()(torch.zeros(2, 8).to(spyre_device)).cpu().float()
+    assert not torch.isnan(got).any()
+
+
+def test_emulator_limit_unchecked(spyre_device):
+    Shift()(torch.zeros(2, 8).to(spyre_device))
+
+
 def test_miscompile_unchecked(spyre_device):
     assert Sdpa()(_packed().to(spyre_device)).shape == (1, 2, 64, 64)
 
@@ -365,10 +401,26 @@ def test_a_miscompile_gets_a_section_on_the_test(at_2026_05: Run) -> None:
     )
     pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
         [
-            "failures by class: gap 1, precision 2, miscompile 1",
+            "failures by class: gap 1, precision 2, miscompile 1, emulator 1",
             "miscompiles: sdpa-strided (2 tests)",
         ]
     )
+
+
+def test_what_only_the_emulator_loses_is_its_limit(at_2026_05: Run) -> None:
+    failed = _record(at_2026_05, "test_emulator_limit")
+    assert failed["outcome"] == "failed"
+    assert failed["failure"]["class"] == "emulator"  # type: ignore[index]
+    assert failed["emulator_limits"] == {"fp16-holder": 1}
+    assert failed["miscompiles"] == {}
+    passed = _record(at_2026_05, "test_emulator_limit_unchecked")
+    assert passed["outcome"] == "passed"
+    at_2026_05.fnmatch_lines(["emulator limit: a DL16 number the emulator's fp16 host*"])
+    pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
+        ["emulator limits: fp16-holder (2 tests) (DL16 numbers the emulator's*"]
+    )
+    assert at_2026_05.report is not None
+    assert at_2026_05.report["summary"]["emulator_limits"] == {"fp16-holder": 2}
 
 
 def test_child_processes_inherit_the_device_settings(suite: Path) -> None:

@@ -333,3 +333,30 @@ def test_an_added_epsilon_below_the_device_range_is_zero_and_recorded(spyre: Mod
     assert torch.equal(lost.cpu(), count)
     final = spyre.telemetry.snapshot().to_json()["miscompiles"]["eps-underflow"]["count"]
     assert final == 2  # the held 1e-3 not recorded, the lost 1e-10 (1e-6 * 1e-4) recorded
+
+
+def test_a_number_dl16_holds_but_fp16_does_not_is_an_emulator_limit(spyre: ModuleType) -> None:
+    # CHMv2 shifts its depth logits by 1e-8 before normalising them: 1e-8 is a DL16 number
+    # (the smallest is 2**-30), so the device keeps it; the emulator's fp16 host tensors flush
+    # it (their smallest subnormal is 6e-8). The result it computes then differs from the
+    # device's: counted as an emulator limit, not as the device's eps-underflow miscompile
+    class Shift(torch.nn.Module):
+        def forward(self, logits: torch.Tensor) -> torch.Tensor:
+            shifted = logits + 1e-8
+            return shifted / shifted.sum(-1, keepdim=True).clamp_min(1e-8)
+
+    zeros = torch.zeros(1, 4, dtype=torch.float16)
+    model = Shift().to("spyre")
+    with spyre.use_stack("2026.09"), torch.no_grad(), spyre.telemetry.record() as run:
+        model(zeros.to("spyre"))
+    snap = run.snapshot.to_json()
+    assert "eps-underflow" not in snap["miscompiles"]
+    assert snap["emulator_limits"]["fp16-holder"]["count"] == 2  # the add and the clamp
+    assert snap["emulator_limits"]["fp16-holder"]["modules"] == ["Shift"]
+    with spyre.use_stack("2026.09"), torch.no_grad(), spyre.telemetry.record() as held:
+        model(torch.ones(1, 4, dtype=torch.float16).to("spyre"))  # nothing below the numbers
+    assert held.snapshot.to_json()["emulator_limits"] == {}
+    # a snapshot written before the field existed reads as no limits
+    doc = dict(snap)
+    del doc["emulator_limits"]
+    assert spyre.telemetry.Snapshot.from_json(doc).emulator_limits == {}
