@@ -7,6 +7,7 @@ that changed the math would change tokens or logits.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -234,6 +235,44 @@ def assert_rollback_exact(adapter: Adapter, model: nn.Module, probe: Any) -> Non
     assert {path: m.__dict__.get("forward") for path, m in model.named_modules()} == forwards
     out = probe(model)
     assert torch.equal(out, ref)
+
+
+def decorated(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A forward decorator in the manner of Transformers' ``capture_outputs``: a wrapper that
+    holds the forward in its closure (adapters must look through it)."""
+
+    @functools.wraps(fn)
+    def wrapper(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        return fn(self, *args, **kwargs)
+
+    return wrapper
+
+
+def device_runs(
+    build: Callable[[], nn.Module], inputs: tuple[Any, ...], adapter_name: str, stack: str
+) -> tuple[BaseException, Any]:
+    """Prepare two models of ``build`` at ``stack`` (one without adapter ``adapter_name``, one
+    with every adapter, which must apply it) and run each on the device with ``inputs``: the
+    error the first stops with, and the second's output (on the device). ``AssertionError``
+    when the first runs or the second does not apply the adapter."""
+    import spyre_adapters
+    import spyre_sim
+
+    on_device = tuple(x.to("spyre") if isinstance(x, torch.Tensor) else x for x in inputs)
+    with torch.no_grad(), spyre_sim.use_stack(stack):
+        plain = build()
+        spyre_adapters.prepare(plain, stack, registry=registry_without(adapter_name))
+        try:
+            plain.to("spyre")(*on_device)
+        except spyre_sim.SpyreSimError as error:
+            stopped: BaseException = error
+        else:
+            raise AssertionError(f"the model ran on the device without {adapter_name}")
+        adapted = build()
+        spyre_adapters.prepare(adapted, stack)
+        names = {a.name for a in spyre_adapters.applied(adapted)}
+        assert adapter_name in names, f"{adapter_name} not applied: {sorted(names)}"
+        return stopped, adapted.to("spyre")(*on_device)
 
 
 def registry_without(*names: str) -> Registry:

@@ -7,14 +7,11 @@ einsum is not matched, rollback is exact."""
 
 from __future__ import annotations
 
-import functools
 import warnings
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact
+from library_models import apply, assert_rollback_exact, decorated
 from test_einsum_pieces import _logits, xlnet
 from torch import nn
 
@@ -24,17 +21,6 @@ from spyre_adapters.library.einsum_pieces_v1_1_0 import adapter
 from spyre_adapters.library.stick_layout_v2_5_0 import head_padding
 
 
-def captured(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A decorator in the manner of Transformers' ``capture_outputs``: a wrapper holding
-    the forward in its closure."""
-
-    @functools.wraps(fn)
-    def wrapper(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        return fn(self, *args, **kwargs)
-
-    return wrapper
-
-
 class MaskDecoder(nn.Module):
     """SAM 3's mask prediction: query embeddings against a per-pixel map, decorated forward."""
 
@@ -42,7 +28,7 @@ class MaskDecoder(nn.Module):
         super().__init__()
         self.embed = nn.Linear(64, 64)
 
-    @captured
+    @decorated
     def forward(self, queries: torch.Tensor, pixels: torch.Tensor) -> torch.Tensor:
         return torch.einsum("bqc,bchw->bqhw", self.embed(queries), pixels)
 

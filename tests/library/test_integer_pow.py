@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact, causal_lm, registry_without
+from library_models import apply, assert_rollback_exact, causal_lm, device_runs
 from torch import nn
 
 import spyre_adapters
@@ -83,15 +83,9 @@ def test_the_device_stops_without_it_and_matches_the_cpu_with_it() -> None:
     x, sizes = _inputs()
     with torch.no_grad():
         ref, ref_count = _model()(x, sizes)
-        with spyre_sim.use_stack("2026.09"):
-            plain = _model()
-            spyre_adapters.prepare(plain, "2026.09", registry=registry_without(adapter.name))
-            with pytest.raises(spyre_sim.SpyreLoweringError, match="pow-int-base"):
-                plain.to("spyre")(x.to("spyre"), sizes.to("spyre"))
-            adapted = _model()
-            spyre_adapters.prepare(adapted, "2026.09")
-            assert "integer-pow" in {a.name for a in spyre_adapters.applied(adapted)}
-            out, count = adapted.to("spyre")(x.to("spyre"), sizes.to("spyre"))
+    stopped, (out, count) = device_runs(_model, (x, sizes), adapter.name, "2026.09")
+    assert isinstance(stopped, spyre_sim.SpyreLoweringError)
+    assert stopped.gap == "pow-int-base"
     assert torch.equal(count.cpu().long(), ref_count.long())
     assert torch.allclose(out.cpu().float(), ref, atol=2e-3)
 

@@ -10,13 +10,12 @@ models ``rope-rotation`` adapted already."""
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact, causal_lm
+from library_models import apply, assert_rollback_exact, causal_lm, decorated
 from torch import nn
 
 import spyre_sim
@@ -58,14 +57,6 @@ def test_the_measured_permutation_is_rotate_half_exactly(width: int) -> None:
 )
 def test_other_functions_are_refused(function: Callable[[torch.Tensor], Any]) -> None:
     assert signed_permutation(function, 8) is None
-
-
-def decorated(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def wrapper(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        return fn(self, *args, **kwargs)
-
-    return wrapper
 
 
 class Attention(nn.Module):

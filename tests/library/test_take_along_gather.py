@@ -8,16 +8,11 @@ both covered. Matching, declines, rollback, and nothing the model shows changes.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact, registry_without
+from library_models import apply, assert_rollback_exact, decorated, device_runs
 from torch import nn
 
-import spyre_adapters
 import spyre_sim
 from spyre_adapters.library.take_along_gather import TakeAlongGather, adapter, take_along
 
@@ -59,14 +54,6 @@ def test_shapes_that_do_not_broadcast_are_left_to_the_stock_function() -> None:
         torch.take_along_dim(values, indices, 1)
 
 
-def decorated(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def wrapper(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        return fn(self, *args, **kwargs)
-
-    return wrapper
-
-
 class SortDetections(nn.Module):
     """PP-DocLayoutV2's post-processing: detections kept first, by an argsort of a mask."""
 
@@ -98,15 +85,9 @@ def test_the_device_stops_without_it_and_matches_the_cpu_with_it() -> None:
     queries, scores = _inputs()
     with torch.no_grad():
         ref_ids, ref_boxes = _model()(queries, scores)
-        with spyre_sim.use_stack("2026.09"):
-            plain = _model()
-            spyre_adapters.prepare(plain, "2026.09", registry=registry_without(adapter.name))
-            with pytest.raises(spyre_sim.SpyreLoweringError, match="int64-storage"):
-                plain.to("spyre")(queries.to("spyre"), scores.to("spyre"))
-            adapted = _model()
-            spyre_adapters.prepare(adapted, "2026.09")
-            assert "take-along-gather" in {a.name for a in spyre_adapters.applied(adapted)}
-            ids, boxes = adapted.to("spyre")(queries.to("spyre"), scores.to("spyre"))
+    stopped, (ids, boxes) = device_runs(_model, (queries, scores), adapter.name, "2026.09")
+    assert isinstance(stopped, spyre_sim.SpyreLoweringError)
+    assert stopped.gap == "int64-storage"
     assert torch.equal(ids.cpu().long(), ref_ids)
     assert torch.allclose(boxes.cpu().float(), ref_boxes, atol=2e-2)
 
