@@ -111,12 +111,17 @@ def test_verify_fails_and_says_why_when_the_gap_is_open() -> None:
     from spyre_adapters.enablement.verify import verify_adapter
 
     # head-padding 2.0 computes rotate_half's cuts of heads narrower than 128 as matmuls,
-    # which also keeps the rotate-half miscompile away: where stock rotate_half runs (as with
-    # head-padding 1.0), rope-rotation is still needed at 2026.09
+    # which also keeps the rotate-half miscompile away, and rotate-half-matmul computes the
+    # stock rotate_half as a matmul where rope-rotation is not applied: where stock
+    # rotate_half runs (as with head-padding 1.0 and neither), rope-rotation is still needed
+    # at 2026.09
     full = _only(build_registry(), "rope-rotation", ("llama",))
     registry = Registry(full.catalogue)
     registry.add_all(
-        m for m in full.manifests() if not (m.name == "head-padding" and m.version.major >= 2)
+        m
+        for m in full.manifests()
+        if not (m.name == "head-padding" and m.version.major >= 2)
+        and m.name != "rotate-half-matmul"
     )
     manifest = registry.get("rope-rotation")
     verdict = verify_adapter(manifest, "2026.09", registry)  # rotate-half still miscompiles
