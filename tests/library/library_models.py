@@ -20,6 +20,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from spyre_adapters.contract import Adapter, ModelEdit
+from spyre_adapters.manifest import Manifest
 from spyre_adapters.preparation import default_registry
 from spyre_adapters.registry import Registry
 
@@ -275,12 +276,17 @@ def device_runs(
         return stopped, adapted.to("spyre")(*on_device)
 
 
-def registry_without(*names: str) -> Registry:
-    """The built-in registry without the adapters named ``names`` (every version of each)."""
+def registry_where(keep: Callable[[Manifest], bool]) -> Registry:
+    """The built-in registry with only the adapter versions ``keep`` accepts."""
     full = default_registry()
     registry = Registry(full.catalogue)
-    registry.add_all((m for m in full.manifests() if m.name not in names), source="test")
+    registry.add_all((m for m in full.manifests() if keep(m)), source="test")
     return registry
+
+
+def registry_without(*names: str) -> Registry:
+    """The built-in registry without the adapters named ``names`` (every version of each)."""
+    return registry_where(lambda m: m.name not in names)
 
 
 class CallNames(TorchFunctionMode):

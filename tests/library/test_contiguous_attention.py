@@ -19,6 +19,7 @@ from library_models import (
     causal_lm,
     families,
     prompt_logits,
+    registry_where,
 )
 from torch.overrides import TorchFunctionMode
 
@@ -239,14 +240,7 @@ def _device_logits(model: torch.nn.Module, ids: torch.Tensor, release: str) -> t
 
 
 def _registry_without(version: str) -> Any:
-    from spyre_adapters import Registry, default_registry
-
-    full = default_registry()
-    registry = Registry(full.catalogue)
-    registry.add_all(
-        m for m in full.manifests() if not (m.name == V1_1.name and str(m.version) == version)
-    )
-    return registry
+    return registry_where(lambda m: not (m.name == V1_1.name and str(m.version) == version))
 
 
 def _issue_model() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:

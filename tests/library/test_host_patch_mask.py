@@ -11,6 +11,7 @@ from library_models import (
     assert_rollback_exact,
     families,
     randomize,
+    registry_where,
     vision_model,
 )
 from packaging.version import Version
@@ -19,8 +20,6 @@ from torch import nn
 import spyre_adapters
 import spyre_sim
 from spyre_adapters.library.host_patch_mask import HostPatchMaskMode, adapter
-from spyre_adapters.preparation import default_registry
-from spyre_adapters.registry import Registry
 
 FAMILIES = families("host-patch-mask")
 
@@ -100,15 +99,11 @@ def test_runs_on_the_device_where_the_stock_model_fails(model_type: str) -> None
         half = pixels.half().to("spyre")
         # every other adapter resolved at 2026.09 but head-padding from 2.2.0 on, which takes
         # integer splits to the host on its own: the mask's grid reshape still stops it
-        without = Registry(default_registry().catalogue)
-        without.add_all(
-            (
-                m
-                for m in default_registry()
-                if m.name != adapter.name
+        without = registry_where(
+            lambda m: (
+                m.name != adapter.name
                 and not (m.name == "head-padding" and m.version >= Version("2.2.0"))
-            ),
-            source="test",
+            )
         )
         plain = copy.deepcopy(stock)
         spyre_adapters.prepare(plain, "2026.09", registry=without)

@@ -10,11 +10,11 @@ from types import ModuleType
 
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact
+from library_models import apply, assert_rollback_exact, registry_where
 from torch import nn
 
 import spyre_sim
-from spyre_adapters import Registry, default_registry
+from spyre_adapters import Registry
 from spyre_adapters.enablement.differential import Case, Outcome, build_case, run_case
 from spyre_adapters.library.packed_picks import PackedPicksMode, _one_int, adapter, pick
 from spyre_sim.layout import offset_in_row
@@ -167,14 +167,7 @@ def test_rollback_restores_the_model_exactly() -> None:
 
 
 def _only_2_0_0() -> Registry:
-    full = default_registry()
-    registry = Registry(full.catalogue)
-    registry.add_all(
-        m
-        for m in full.manifests()
-        if (m.name, str(m.version)) != ("fused-projection-split", "2.1.0")
-    )
-    return registry
+    return registry_where(lambda m: (m.name, str(m.version)) != ("fused-projection-split", "2.1.0"))
 
 
 @pytest.mark.parametrize("release", ["2026.05", "2026.08"])

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from library_models import adapted_pair, assert_same_greedy, causal_lm, families
+from library_models import adapted_pair, assert_same_greedy, causal_lm, families, registry_where
 from torch import nn
 
 import spyre_adapters
 import spyre_sim
 from spyre_adapters.library.softmax_input_dtype import InputDtypeSoftmaxMode
 from spyre_adapters.library.softmax_input_dtype_v1_1_0 import DeviceInputDtypeSoftmaxMode, adapter
-from spyre_adapters.preparation import default_registry
 from spyre_adapters.registry import Registry
 
 pytestmark = pytest.mark.filterwarnings("ignore::spyre_sim.SpyreSimWarning")
@@ -53,17 +52,8 @@ class ScoreHead(nn.Module):
 
 
 def _registry(version: str) -> Registry:
-    full = default_registry()
-    registry = Registry(full.catalogue)
-    registry.add_all(
-        (
-            m
-            for m in full.manifests()
-            if m.name != "softmax-input-dtype" or str(m.version) == version
-        ),
-        source="test",
-    )
-    return registry
+    """Every built-in adapter, softmax-input-dtype in ``version`` only."""
+    return registry_where(lambda m: m.name != "softmax-input-dtype" or str(m.version) == version)
 
 
 def test_a_host_convolution_inside_a_softmax_forward_runs_on_the_device() -> None:
