@@ -43,7 +43,7 @@ from collections.abc import Iterator, Sequence
 from types import CodeType
 from typing import Any
 
-from pytest_spyre.record import Failure, TestRecord
+from pytest_spyre.record import Failure, TestRecord, counted
 
 __all__ = ["classify", "innermost_package"]
 
@@ -193,24 +193,22 @@ def classify(
     if record.emulator_limits:
         # from the first such result on, the emulator's numbers are not the device's: what
         # follows (a miscompile recorded downstream, a NaN) may be its consequence
-        kinds = sorted(record.emulator_limits)
         also = ""
         if record.miscompiles:
-            also = "; recorded after or beside it, which it may have caused: " + ", ".join(
-                f"{g} x{record.miscompiles[g]}" for g in sorted(record.miscompiles)
+            also = "; recorded after or beside it, which it may have caused: " + counted(
+                record.miscompiles
             )
         return Failure(
             "emulator",
             "the emulator could not compute what the device computes: it holds DL16 numbers in "
             "fp16 host tensors, which flush numbers below 6e-8 that DL16 keeps (down to "
-            "2**-30): " + ", ".join(f"{k} x{record.emulator_limits[k]}" for k in kinds) + also,
+            "2**-30): " + counted(record.emulator_limits) + also,
         )
     if record.miscompiles:
         gaps = sorted(record.miscompiles)
         return Failure(
             "miscompile",
-            "the device reproduced documented wrong numbers: "
-            + ", ".join(f"{g} x{record.miscompiles[g]}" for g in gaps),
+            "the device reproduced documented wrong numbers: " + counted(record.miscompiles),
             gap=gaps[0],
         )
     if closeness:

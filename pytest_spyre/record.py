@@ -13,12 +13,26 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FAILURE_CLASSES", "Agreement", "Blocker", "Failure", "RunTally", "TestRecord", "tally"]
+__all__ = [
+    "FAILURE_CLASSES",
+    "Agreement",
+    "Blocker",
+    "Failure",
+    "RunTally",
+    "TestRecord",
+    "counted",
+    "tally",
+]
 
 #: The classes a failing test can be in (see :mod:`pytest_spyre.classify`), in report order.
 FAILURE_CLASSES = (
     "gap", "precision", "miscompile", "adapter", "emulator", "platform", "unexplained"
 )  # fmt: skip
+
+
+def counted(counts: Mapping[str, int]) -> str:
+    """``{"b": 2, "a": 1}`` as ``"a x1, b x2"`` (by name), as the spyre sections say counts."""
+    return ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
 
 
 @dataclass

@@ -26,7 +26,7 @@ from torch import nn
 
 from pytest_spyre.classify import classify
 from pytest_spyre.inference_only import InferenceOnlySkip
-from pytest_spyre.record import Agreement, Blocker, Failure, TestRecord
+from pytest_spyre.record import Agreement, Blocker, Failure, TestRecord, counted
 from pytest_spyre.session import DeviceSession
 from spyre_adapters import SpyreAdaptersError
 from spyre_adapters.library.op_bridge import observe, op_name
@@ -297,7 +297,7 @@ class TestRecorder:
             report.sections.append((
                 "spyre",
                 "miscompile: the device reproduced documented wrong numbers in this test ("
-                + ", ".join(f"{g} x{n}" for g, n in sorted(rec.miscompiles.items()))
+                + counted(rec.miscompiles)
                 + ") and the test passed: its checks did not look at them",
             ))  # fmt: skip
         elif rec.emulator_limits and call.when == "call":
@@ -305,7 +305,7 @@ class TestRecorder:
                 "spyre",
                 "emulator limit: a DL16 number the emulator's fp16 host tensors cannot hold was "
                 "lost in this test ("
-                + ", ".join(f"{k} x{n}" for k, n in sorted(rec.emulator_limits.items()))
+                + counted(rec.emulator_limits)
                 + "); the test passed, but from there on the emulator's results are not the "
                 "device's",
             ))  # fmt: skip
