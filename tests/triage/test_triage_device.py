@@ -111,24 +111,24 @@ def test_verify_fails_and_says_why_when_the_gap_is_open() -> None:
     from spyre_adapters.enablement.verify import verify_adapter
 
     # head-padding 2.0 computes rotate_half's cuts of heads narrower than 128 as matmuls,
-    # which also keeps the rotate-half miscompile away, and rotate-half-matmul computes the
-    # stock rotate_half as a matmul where rope-rotation is not applied: where stock
-    # rotate_half runs (as with head-padding 1.0 and neither), rope-rotation is still needed
-    # at 2026.09
+    # which also keeps the rotate-half miscompile away: where stock rotate_half runs (as with
+    # head-padding 1.0), rope-rotation is still needed at 2026.09. rotate-half-matmul, which
+    # covers rotate-half too, stays installed: verify leaves it out of the run without
+    # rope-rotation (on Transformers 5.15 it computes Llama's rotate_half, so it would pass for
+    # the release closing the gap), and names it
     full = _only(build_registry(), "rope-rotation", ("llama",))
     registry = Registry(full.catalogue)
     registry.add_all(
-        m
-        for m in full.manifests()
-        if not (m.name == "head-padding" and m.version.major >= 2)
-        and m.name != "rotate-half-matmul"
+        m for m in full.manifests() if not (m.name == "head-padding" and m.version.major >= 2)
     )
     manifest = registry.get("rope-rotation")
     verdict = verify_adapter(manifest, "2026.09", registry)  # rotate-half still miscompiles
     assert not verdict.verified
+    assert "rotate-half-matmul" in verdict.stand_ins
     assert "llama" in verdict.detail
     assert "rotate-half" in verdict.detail or "gap `" in verdict.detail
-    assert "passes with the adapter kept, so the adapter is still needed" in verdict.detail
+    assert "rotate-half-matmul" in verdict.detail
+    assert "still needed" in verdict.detail
     assert verdict.outcome.value == "refuted"
     # the realistic sizes, then each size variant that builds llama differently
     assert [(c.preset, c.evidence.value) for c in verdict.families] == [
@@ -137,6 +137,25 @@ def test_verify_fails_and_says_why_when_the_gap_is_open() -> None:
         ("realistic-odd", "needs-adapter"),
     ]
     assert "llama (realistic-mqa): " in verdict.detail
+
+
+def test_the_stand_ins_of_an_adapter_cover_one_of_its_gaps_and_bridges_the_same_op() -> None:
+    from spyre_adapters.enablement.verify import stand_ins
+
+    registry = build_registry()
+    # rope-rotation: sin-cos, rotate-half, offset-slice
+    assert {"rotate-half-matmul", "fused-projection-split"} <= set(
+        stand_ins(registry.get("rope-rotation"), registry)
+    )
+    assert "rope-rotation" in stand_ins(registry.get("rotate-half-matmul"), registry)
+    assert "head-padding" not in stand_ins(registry.get("rope-rotation"), registry)
+    # two op bridges of the catch-all gap stand in for each other only for the same op
+    if "bridge-erf" in registry:
+        assert stand_ins(registry.get("bridge-erf"), registry) == ()
+    if "bridge-gather" in registry:
+        gather = stand_ins(registry.get("bridge-gather"), registry)
+        assert "host-gather" in gather  # hand-written, covers indirect-access
+        assert "bridge-scatter-src" not in gather  # another op of the same gap
 
 
 def test_a_family_blocked_by_another_gap_proves_nothing_either_way() -> None:
