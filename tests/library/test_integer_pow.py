@@ -6,21 +6,34 @@ other call. Device: LightGlue's ``torch.full((), dim) ** 0.25`` and VideoLLaMA 3
 ``sizes ** 2`` stop a model at ``pow-int-base`` without the adapter and match the CPU with it
 at 2026.09; at 2026.05 a float ``pow`` the generated ``bridge-pow-tensor-scalar`` rewrites is
 still rewritten with this adapter's handler installed around it. Matching, declines, rollback,
-and nothing the model shows changes."""
+and nothing the model shows changes; 1.0.1 (the same question asked once per code object)
+finds the targets 1.0.0 finds."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact, causal_lm, device_runs
+from library_models import (
+    apply,
+    assert_rollback_exact,
+    base_model,
+    causal_lm,
+    device_runs,
+    vision_model,
+)
 from torch import nn
 
 import spyre_adapters
 import spyre_sim
+from spyre_adapters.library import integer_pow_v1_0_1
 from spyre_adapters.library._scoped_modes import enabled
 from spyre_adapters.library.integer_pow import KIND, adapter, computes_power, integer_power
 
 pytestmark = pytest.mark.filterwarnings("ignore::spyre_sim.SpyreSimWarning")
+
+VERSIONS = [adapter, integer_pow_v1_0_1.adapter]
 
 BASES = [
     torch.tensor(256),  # LightGlue: torch.full((), descriptor_dim)
@@ -112,7 +125,8 @@ def test_it_shares_pow_with_the_generated_bridge_that_rewrites_float_bases() -> 
     assert torch.equal(count.cpu().long(), ref_count.long())
 
 
-def test_models_that_raise_nothing_to_a_power_are_not_matched() -> None:
+@pytest.mark.parametrize("adapter", VERSIONS, ids=["1.0.0", "1.0.1"])
+def test_models_that_raise_nothing_to_a_power_are_not_matched(adapter: Any) -> None:
     assert not adapter.matches(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
     assert adapter.matches(Scaled())
     assert adapter.matches(causal_lm("llama"))  # its RMSNorm squares: matched, costs nothing
@@ -127,9 +141,31 @@ def test_models_that_raise_nothing_to_a_power_are_not_matched() -> None:
 
     assert not computes_power(OnlyInInit)
     assert computes_power(Scaled)
+    assert not integer_pow_v1_0_1.computes_power(OnlyInInit)
+    assert integer_pow_v1_0_1.computes_power(Scaled)
 
 
-def test_nothing_the_model_shows_changes_and_rollback_is_exact() -> None:
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: causal_lm("llama"),
+        lambda: causal_lm("gpt2"),
+        lambda: base_model("t5"),
+        lambda: base_model("bert"),
+        lambda: vision_model("vit"),
+        Scaled,
+    ],
+    ids=["llama", "gpt2", "t5", "bert", "vit", "scaled"],
+)
+def test_1_0_1_finds_the_modules_1_0_0_finds(build: Any) -> None:
+    model = build()
+    first = adapter.targets(model)
+    assert integer_pow_v1_0_1.adapter.targets(model) == first
+    assert integer_pow_v1_0_1.adapter.targets(model) == first  # asked again: the kept answers
+
+
+@pytest.mark.parametrize("adapter", VERSIONS, ids=["1.0.0", "1.0.1"])
+def test_nothing_the_model_shows_changes_and_rollback_is_exact(adapter: Any) -> None:
     model = causal_lm("llama")
     before = {k: v.clone() for k, v in model.state_dict().items()}
     config = model.config.to_dict()
