@@ -45,7 +45,6 @@ REGISTRY = default_registry()
 OWN_TESTS_ONLY = {
     "unfolded-gru-cell": "SLANet and SLANeXt: tests/library/test_unfolded_gru_cell.py",
     "bridge-topk": "SuperPoint: its captured samples, tests/library/test_generated_bridges.py",
-    "take-along-gather": "PP-DocLayoutV2: tests/library/test_take_along_gather.py",
 }
 _BUILDER = set(candidate_families())
 LISTED = {name: fams for name, fams in adapter_families(REGISTRY).items() if fams}

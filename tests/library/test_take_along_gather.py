@@ -4,17 +4,37 @@ CPU: :func:`take_along` equals ``torch.take_along_dim`` exactly (no dim, negativ
 broadcast index and values, integer and float values). Device: PP-DocLayoutV2's sort of its
 detections (an argsort's indices expanded over the box coordinates) stops at
 ``int64-storage`` without the adapter and matches the CPU with it; functions and methods are
-both covered. Matching, declines, rollback, and nothing the model shows changes."""
+both covered. Matching, declines, rollback, and nothing the model shows changes. 1.1.0 takes
+the tensor by keyword too and runs ``generate`` inside the mode: a tiny Llama's beam search
+(``GenerationMixin._gather_beams``) stops at ``int64-storage`` without it and gives the CPU's
+sequences with it; on the CPU its beams are the stock ones, and rollback removes the bound
+``generate``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact, decorated, device_runs
+from library_models import (
+    apply,
+    assert_rollback_exact,
+    causal_lm,
+    decorated,
+    device_runs,
+    registry_without,
+)
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 import spyre_sim
 from spyre_adapters.library.take_along_gather import TakeAlongGather, adapter, take_along
+from spyre_adapters.library.take_along_gather_v1_1_0 import (
+    TakeAlongKeywords,
+    class_takes_along,
+    generation_takes_along,
+)
+from spyre_adapters.library.take_along_gather_v1_1_0 import adapter as v11
 
 pytestmark = pytest.mark.filterwarnings("ignore::spyre_sim.SpyreSimWarning")
 
@@ -114,3 +134,104 @@ def test_nothing_the_model_shows_changes_and_rollback_is_exact() -> None:
             return m(*_inputs())[1]  # type: ignore[no-any-return]
 
     assert_rollback_exact(adapter, _model(), probe)
+
+
+# -- 1.1.0: keyword arguments, and beam search inside generate ---------------------------------
+
+
+def test_1_1_0_takes_the_tensor_by_keyword_as_beam_search_passes_it() -> None:
+    values = torch.randn(2, 4, 5)
+    indices = torch.tensor([[[3], [0], [0], [2]], [[1], [1], [2], [0]]])
+    ref = torch.take_along_dim(input=values, indices=indices, dim=1)
+    calls: list[str] = []
+
+    class Seen(TorchFunctionMode):
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            calls.append(getattr(func, "__name__", ""))
+            return func(*args, **(kwargs or {}))
+
+    with Seen(), TakeAlongKeywords():
+        out = torch.take_along_dim(input=values, indices=indices, dim=1)
+    assert torch.equal(out, ref)
+    assert "gather" in calls
+    assert "take_along_dim" not in calls
+    calls.clear()
+    with Seen(), TakeAlongGather():  # 1.0.0 left the keyword call as it was
+        torch.take_along_dim(input=values, indices=indices, dim=1)
+    assert "gather" not in calls
+
+
+def _llama() -> nn.Module:
+    return causal_lm("llama")
+
+
+def test_1_1_0_matches_a_model_whose_beam_search_takes_along() -> None:
+    assert generation_takes_along(type(_llama()))
+    assert not generation_takes_along(nn.Linear)
+    assert v11.matches(_llama())
+    # 1.0.0 found _gather_beams in LlamaForCausalLM's class and bound its forward, where
+    # nothing calls take_along_dim, and left generate as it was; 1.1.0 binds generate only
+    assert [type(m).__name__ for m, _ in adapter.targets(_llama())] == ["LlamaForCausalLM"]
+    assert v11.targets(_llama()) == []
+    assert not class_takes_along(type(_llama()))
+    assert [type(m).__name__ for m, _ in v11.targets(_model())] == ["SortDetections"]
+
+    class Helper(nn.Module):  # a function of the class, not the forward, calls it
+        def pick(self, x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+            return torch.take_along_dim(x, i, dim=1)
+
+    assert class_takes_along(Helper)
+    assert v11.matches(_model())  # and what 1.0.0 matched
+    assert not v11.matches(nn.Sequential(nn.Linear(4, 4)))
+    with pytest.raises(ValueError, match="and no generate that does"):
+        apply(v11, nn.Sequential(nn.Linear(4, 4)))
+
+
+def _beams(model: nn.Module, device: str = "cpu") -> Any:
+    prompt = torch.tensor([[5, 17, 3, 9], [8, 2, 31, 4]])
+    with torch.no_grad():
+        return model.generate(
+            prompt.to(device),
+            attention_mask=torch.ones_like(prompt).to(device),
+            num_beams=3,
+            max_new_tokens=4,
+            do_sample=False,
+            return_dict_in_generate=True,
+            output_scores=True,
+        )
+
+
+def test_1_1_0_beam_search_is_the_stock_one_and_rollback_restores_generate() -> None:
+    stock, model = _llama(), _llama()
+    edit = apply(v11, model)
+    assert "generate" in model.__dict__
+    assert not v11.matches(model), "an adapted model must not match again"
+    assert model.state_dict().keys() == stock.state_dict().keys()
+    want, got = _beams(stock), _beams(model)
+    assert torch.equal(got.sequences, want.sequences)
+    assert torch.equal(got.sequences_scores, want.sequences_scores)
+    edit.rollback()
+    assert "generate" not in model.__dict__
+    assert torch.equal(_beams(model).sequences, want.sequences)
+
+
+def test_1_1_0_beam_search_stops_without_it_and_matches_the_cpu_with_it() -> None:
+    import spyre_adapters
+
+    want = _beams(_llama())
+    with spyre_sim.use_stack("2026.09"):
+        plain = _llama()
+        spyre_adapters.prepare(plain, "2026.09", registry=registry_without(adapter.name))
+        with pytest.raises(spyre_sim.SpyreLoweringError) as stopped:
+            _beams(plain.to("spyre"), "spyre")
+        assert stopped.value.gap == "int64-storage"
+        model = _llama()
+        spyre_adapters.prepare(model, "2026.09")
+        assert ("take-along-gather", "1.1.0") in {
+            (a.name, str(a.version)) for a in spyre_adapters.applied(model)
+        }
+        got = _beams(model.to("spyre"), "spyre")
+    assert torch.equal(got.sequences.cpu().long(), want.sequences)
+    assert torch.allclose(got.sequences_scores.cpu().float(), want.sequences_scores, atol=2e-2)
