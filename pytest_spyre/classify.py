@@ -19,7 +19,10 @@ that failed in the test (:mod:`pytest_spyre.precision`), and returns a
     adapter blame, since such a hook only passed the call on);
 ``emulator``
     the frame that raised is the device or the plugin (``spyre_sim``, ``pytest_spyre``) and the
-    exception is not one the device raises on purpose: a bug of ours;
+    exception is not one the device raises on purpose: a bug of ours. Also ``torch.compile``
+    of device tensors (an exception of ``torch._dynamo`` or ``torch._inductor`` in the chain):
+    the emulator runs the device eagerly, and dynamo cannot trace its tensor subclass, where
+    the real stack compiles through ``torch.compile``: a limit of the emulator, not a gap;
 ``platform``
     code outside the project (PyTorch, a library the test uses) refuses the device type by name:
     the error was raised outside the project's packages and says the device is not supported
@@ -48,6 +51,7 @@ from pytest_spyre.record import Failure, TestRecord, counted
 __all__ = ["classify", "innermost_package"]
 
 _PACKAGES = ("spyre_sim", "spyre_adapters", "pytest_spyre")
+_COMPILERS = ("torch._dynamo", "torch._inductor")
 
 
 def _chain(exc: BaseException | None) -> Iterator[BaseException]:
@@ -190,6 +194,13 @@ def classify(
         refused = _REFUSED_DEVICE.search(str(error)) and error.__traceback__ is not None
         if refused and innermost_package(error) is None:
             return Failure("platform", _first_line(error) + _outside(error))
+    for error in chain:
+        if type(error).__module__.startswith(_COMPILERS):
+            return Failure(
+                "emulator",
+                "torch.compile is not emulated: the emulated device runs eagerly and dynamo "
+                f"cannot trace its tensors ({_first_line(error)})",
+            )
     if record.emulator_limits:
         # from the first such result on, the emulator's numbers are not the device's: what
         # follows (a miscompile recorded downstream, a NaN) may be its consequence

@@ -237,6 +237,24 @@ def test_a_library_refusing_the_device_type_is_platform() -> None:
     assert classify(_raised_in("torch", mixed), TestRecord("t"), [], "DL16").cls == "unexplained"
 
 
+def test_torch_compile_of_device_tensors_is_the_emulators_limit() -> None:
+    """Transformers' compile tests on the device end in dynamo (it cannot trace the device's
+    tensor subclass): class emulator, saying torch.compile is not emulated."""
+    from torch._dynamo.exc import InternalTorchDynamoError
+
+    dynamo = InternalTorchDynamoError(
+        'RuntimeError: Attempted to set the storage of a tensor on device "spyre:0" to a '
+        'storage on different device "meta".'
+    )
+    failure = classify(_raised_in("torch", dynamo), TestRecord("t"), [], "DL16")
+    assert failure.cls == "emulator"
+    assert failure.detail.startswith("torch.compile is not emulated")
+    assert "InternalTorchDynamoError" in failure.detail
+    wrapped = AssertionError("outputs differ")
+    wrapped.__cause__ = dynamo
+    assert classify(wrapped, TestRecord("t"), [], "DL16").cls == "emulator"
+
+
 SUITE = """
 import os, subprocess, sys, unittest
 import pytest
