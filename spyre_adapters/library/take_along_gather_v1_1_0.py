@@ -25,14 +25,13 @@ instance attribute the edit removes again).
 from __future__ import annotations
 
 import types
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from torch import nn
 
 from spyre_adapters.contract import ModelEdit
+from spyre_adapters.library._class_answers import ClassAnswers
 from spyre_adapters.library._global_rebinding import code_mentions
 from spyre_adapters.library._mode_scoped_forward import ForwardSelector
 from spyre_adapters.library.einsum_pieces import _codes
@@ -40,7 +39,6 @@ from spyre_adapters.library.take_along_gather import (
     _NAME,
     TakeAlongGather,
     TakeAlongGatherAdapter,
-    take_along,
 )
 
 __all__ = [
@@ -56,32 +54,16 @@ _GENERATION = "transformers.generation"
 
 
 class TakeAlongKeywords(TakeAlongGather):
-    """1.0.0's mode (a ``TorchFunctionMode``) with keywords: computes ``take_along_dim`` as ``gather`` with its arguments given by position or by
-    keyword (``input``, ``indices``, ``dim``); every other call runs unchanged."""
+    """1.0.0's mode (a ``TorchFunctionMode``), also for ``take_along_dim(input=..., ...)``:
+    the tensor given by keyword is passed by position to 1.0.0's computation."""
 
     def __torch_function__(
         self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
-        kwargs = kwargs or {}
-        # by name: spyre_sim wraps take_along_dim to name the gap an int32 index meets
-        if getattr(func, "__name__", None) == _NAME and not kwargs.keys() - {
-            "input",
-            "indices",
-            "dim",
-        }:
-            values = args[0] if args else kwargs.get("input")
-            indices = args[1] if len(args) > 1 else kwargs.get("indices")
-            dim = args[2] if len(args) > 2 else kwargs.get("dim")
-            if (
-                isinstance(values, torch.Tensor)
-                and isinstance(indices, torch.Tensor)
-                and values.dim() == indices.dim()
-                and (dim is None or (isinstance(dim, int) and not isinstance(dim, bool)))
-            ):
-                result = take_along(values, indices, dim)
-                if result is not None:
-                    return result
-        return func(*args, **kwargs)
+        if kwargs and not args and "input" in kwargs and getattr(func, "__name__", None) == _NAME:
+            kwargs = dict(kwargs)
+            args = (kwargs.pop("input"),)
+        return super().__torch_function__(func, types, args, kwargs)
 
 
 def _functions(klass: type) -> list[types.FunctionType]:
@@ -91,25 +73,6 @@ def _functions(klass: type) -> list[types.FunctionType]:
         if isinstance(fn, types.FunctionType):
             found.append(fn)
     return found
-
-
-def _kept(table: weakref.WeakKeyDictionary[type, bool], cls: type, ask: Any) -> bool:
-    """``ask(cls)``, kept per class for as long as the class lives (classes do not change
-    their functions once Transformers has built them)."""
-    answer = table.get(cls)
-    if answer is None:
-        answer = table[cls] = bool(ask(cls))
-    return answer
-
-
-_CLASSES: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
-_GENERATIONS: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
-
-
-def class_takes_along(cls: type) -> bool:
-    """Whether ``cls`` or a base outside torch and ``transformers.generation`` defines a
-    function naming ``take_along_dim``."""
-    return _kept(_CLASSES, cls, _class_takes_along)
 
 
 def _class_takes_along(cls: type) -> bool:
@@ -122,12 +85,6 @@ def _class_takes_along(cls: type) -> bool:
     return False
 
 
-def generation_takes_along(cls: type) -> bool:
-    """Whether a function of a class of ``cls``'s MRO defined in ``transformers.generation``
-    names ``take_along_dim`` (beam search's ``_gather_beams``)."""
-    return _kept(_GENERATIONS, cls, _generation_takes_along)
-
-
 def _generation_takes_along(cls: type) -> bool:
     for klass in cls.__mro__:
         if not klass.__module__.startswith(_GENERATION):
@@ -135,6 +92,15 @@ def _generation_takes_along(cls: type) -> bool:
         if any(code_mentions(fn, _NAME) for fn in _functions(klass)):
             return True
     return False
+
+
+class_takes_along = ClassAnswers(_class_takes_along)
+"""Whether a class or a base outside torch and ``transformers.generation`` defines a function
+naming ``take_along_dim``."""
+
+generation_takes_along = ClassAnswers(_generation_takes_along)
+"""Whether a function of a class of the MRO defined in ``transformers.generation`` names
+``take_along_dim`` (beam search's ``_gather_beams``)."""
 
 
 class TakeAlongGatherV11(TakeAlongGatherAdapter):
