@@ -229,6 +229,7 @@ def test_audit_verify_calls_the_verifier(run: Run, monkeypatch: pytest.MonkeyPat
                     "detail": detail,
                 }
             ],
+            "stand_ins": [],
         }
     ]
     assert f"alpha is not verified retirable (refuted): {detail}" in result.err
