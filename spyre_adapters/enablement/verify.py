@@ -142,16 +142,6 @@ class RetirementVerdict:
         }
 
 
-def _covers(manifest: Manifest) -> frozenset[tuple[str, str]]:
-    """What ``manifest`` keeps away from the stack: each op it bridges, and each gap it covers
-    without naming ops (every gap of a hand-written adapter)."""
-    bridged = {b.gap for b in manifest.bridges}
-    return frozenset(
-        [("op", b.op) for b in manifest.bridges]
-        + [("gap", g) for g in manifest.gaps if g not in bridged]
-    )
-
-
 def _stands_in(other: Manifest, manifest: Manifest) -> bool:
     if other.bridges and manifest.bridges:  # two op bridges: only the same op
         return bool({b.op for b in other.bridges} & {b.op for b in manifest.bridges})
