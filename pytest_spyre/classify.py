@@ -163,10 +163,14 @@ def classify(
     record: TestRecord,
     closeness: Sequence[dict[str, Any]],
     device_format: str,
+    device_epsilon: float | None = None,
 ) -> Failure:
     """The class of a failure (see the module docstring). ``closeness``: the failed closeness
     checks of the test, newest last; ``device_format``: how the device stored the values
-    compared (e.g. "DL16 (fp16 storage)"), quoted in precision failures."""
+    compared (e.g. "DL16 (fp16 storage)"), quoted in precision failures; ``device_epsilon``: the
+    epsilon of the device's float format (``None`` when values keep host dtypes), with which a
+    precision failure says when the test's tolerance is finer than one rounding step."""
+    from pytest_spyre.precision import tolerance_note
     from spyre_adapters.errors import AdapterApplyError
     from spyre_sim.errors import SpyreLoweringError, SpyreSimError
 
@@ -225,6 +229,10 @@ def classify(
     if closeness:
         check = dict(closeness[-1])
         check["device_format"] = device_format
+        check["device_epsilon"] = device_epsilon
+        note = tolerance_note(check, device_epsilon)
+        if note is not None:
+            check["tolerance_note"] = note
         return Failure("precision", _precision_line(check), measured=check)
     return Failure("unexplained", _first_line(exc) if exc is not None else "failed")
 
@@ -245,4 +253,5 @@ def _precision_line(check: dict[str, Any]) -> str:
     if check.get("nan"):
         parts.append(f"{check['nan']} NaN")
     parts.append(f"values stored as {check['device_format']}")
-    return ", ".join(parts)
+    line = ", ".join(parts)
+    return f"{line}; {check['tolerance_note']}" if check.get("tolerance_note") else line

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ClosenessLog"]
+__all__ = ["ClosenessLog", "tolerance_note"]
 
 
 def _as_tensor(value: Any) -> torch.Tensor | None:
@@ -120,6 +120,35 @@ def _measure_bound(check: str, difference: Any, bound: Any) -> dict[str, Any] | 
         "shape": [],
         "dtype": str(dtype).replace("torch.", "") if dtype is not None else "float",
     }
+
+
+def tolerance_note(check: dict[str, Any], device_epsilon: float | None) -> str | None:
+    """Says so when a failed ``allclose``-style check asked for less than one rounding step of
+    the values it compared: ``rtol`` and ``atol`` both below half the epsilon of the compared
+    dtype (or of the device's format, ``device_epsilon``, when it is the coarser). Such a check
+    fails on any two computations that round differently, whatever the device; e.g.
+    Transformers' eager-vs-SDPA tests use ``atol 1e-7, rtol 1e-4`` for a device their
+    tolerance table does not list, float16 included. ``None`` otherwise, and for bound checks
+    (no ``rtol``: the magnitudes compared are unknown)."""
+    rtol, atol = check.get("rtol"), check.get("atol") or 0.0
+    if rtol is None:
+        return None
+    steps: list[tuple[float, str]] = []
+    dtype = getattr(torch, str(check.get("dtype")), None)
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        steps.append((torch.finfo(dtype).eps, str(dtype).replace("torch.", "")))
+    if device_epsilon is not None:
+        steps.append((device_epsilon, "DL16"))
+    if not steps:
+        return None
+    eps, name = max(steps)
+    if rtol >= eps / 2 or atol >= eps / 2:
+        return None
+    return (
+        f"the tolerance is finer than one {name} rounding step: rtol {rtol:g} and atol "
+        f"{atol:g} are below half of {name}'s epsilon ({eps / 2:.3g}), so two values near 1 "
+        "that round differently fail it"
+    )
 
 
 class ClosenessLog:

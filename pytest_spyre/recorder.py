@@ -101,8 +101,11 @@ def _section(failure: Failure, blocker: Blocker | None, resolved: list[str]) -> 
         return blocker_text(blocker, resolved)
     if failure.cls == "precision":
         measured = failure.measured or {}
+        narrower = measured.get("device_epsilon") is not None
         return "\n".join([
-            "precision: a closeness check failed; the device computes in a narrower format",
+            "precision: a closeness check failed; "
+            + ("the device computes in a narrower format" if narrower else
+               "the device kept host dtypes, so the values differ in how they were computed"),
             f"  check:       {measured.get('check')} on {measured.get('dtype')} "
             f"{measured.get('shape')}",
             f"  measured:    max abs diff {measured.get('max_abs_diff'):.3g}, "
@@ -111,6 +114,8 @@ def _section(failure: Failure, blocker: Blocker | None, resolved: list[str]) -> 
             + f"NaN {measured.get('nan')}",
             f"  tolerance:   atol {measured.get('atol')}, rtol {measured.get('rtol')}",
             f"  device format: {measured.get('device_format')}",
+            *([f"  note:        {measured['tolerance_note']}"]
+              if measured.get("tolerance_note") else []),
         ])  # fmt: skip
     if failure.cls == "miscompile":
         return f"miscompile: {failure.detail}"
@@ -281,7 +286,8 @@ class TestRecorder:
             return report
         if report.failed:
             failure = classify(exc, rec, self.session.closeness.failures,
-                               self.session.device_format)  # fmt: skip
+                               self.session.device_format,
+                               self.session.device_epsilon)  # fmt: skip
             blocker = None
             lowering = _find(exc, SpyreLoweringError)
             if isinstance(lowering, SpyreLoweringError):

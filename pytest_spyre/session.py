@@ -76,6 +76,16 @@ class DeviceSession:
             return "DL16 (float16/float32 stored as DLFloat16: 9 fraction bits, no subnormals)"
         return "host dtypes (numerics emulation off)"
 
+    @property
+    def device_epsilon(self) -> float | None:
+        """The epsilon of the device's float format in this run (DL16's 9 fraction bits), or
+        ``None`` when values keep their host dtypes."""
+        if self.options.numerics:
+            from spyre_sim.numerics import DL16_FRACTION_BITS
+
+            return 2.0**-DL16_FRACTION_BITS
+        return None
+
     def start(self) -> None:
         opts = self.options
         try:

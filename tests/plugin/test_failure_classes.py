@@ -15,6 +15,7 @@ import torch
 from plugin_runs import Run, pytest_subprocess
 
 from pytest_spyre.classify import classify, innermost_package
+from pytest_spyre.precision import tolerance_note
 from pytest_spyre.record import TestRecord
 
 
@@ -87,6 +88,31 @@ def test_classes_in_order() -> None:
     miscompiled = TestRecord("t", miscompiles={"sdpa-strided": 2})
     assert classify(AssertionError("x"), miscompiled, [check], "DL16").cls == "miscompile"
     assert classify(AssertionError("x"), rec, [], "DL16").cls == "unexplained"
+
+
+def test_a_tolerance_finer_than_one_rounding_step_is_named() -> None:
+    """Transformers' eager-vs-SDPA check on a device its tolerance table does not list (atol
+    1e-7, rtol 1e-4) compared in float16: below half a float16 step, which the failure says;
+    in float32 on host dtypes the same tolerance is not flagged, on DL16 it is (DL16's step),
+    and a tolerance of one step or more never is."""
+    fp16 = {"check": "torch.allclose", "max_abs_diff": 7.6e-6, "max_rel_diff": 9e-4,
+            "atol": 1e-7, "rtol": 1e-4, "nan": 0, "dtype": "float16"}  # fmt: skip
+    note = tolerance_note(fp16, None)
+    assert note is not None
+    assert "float16" in note
+    assert "0.000488" in note
+    fp32 = {**fp16, "dtype": "float32"}
+    assert tolerance_note(fp32, None) is None
+    dl16 = tolerance_note(fp32, 2.0**-9)
+    assert dl16 is not None
+    assert "DL16" in dl16
+    assert tolerance_note({**fp16, "rtol": 5e-3, "atol": 5e-3}, None) is None
+    assert tolerance_note({**fp16, "rtol": None}, None) is None  # a bound check: unknown scale
+    failure = classify(AssertionError("not close"), TestRecord("t"), [fp16], "host dtypes")
+    assert failure.cls == "precision"
+    assert failure.detail.endswith(note)
+    assert failure.measured is not None
+    assert failure.measured["tolerance_note"] == note
 
 
 def test_a_number_only_the_emulator_lost_is_its_limit_not_a_miscompile() -> None:
