@@ -53,6 +53,7 @@ from spyre_adapters.enablement.size_presets import REALISTIC, VARIANTS, FamilyBu
 from spyre_adapters.lifecycle import Status
 from spyre_adapters.manifest import Manifest
 from spyre_adapters.registry import Registry
+from spyre_sim.catalogue import packet_of
 
 __all__ = [
     "Evidence",
@@ -331,17 +332,12 @@ class _Runs:
             if run.error.kind != "lowering":
                 return False
             if self.manifest.bridges:  # an op bridge covers its ops, not the whole gap
-                return _packet(run.error.op) not in {_packet(b.op) for b in self.manifest.bridges}
+                op = run.error.op
+                return op is None or packet_of(op) not in {
+                    packet_of(b.op) for b in self.manifest.bridges
+                }
             return run.error.gap not in gaps
         return bool(run.miscompiles) and not gaps & set(run.miscompiles)
-
-
-def _packet(op: str | None) -> str:
-    """``aten.erf`` of ``aten.erf.default`` (an overload packet's name is kept as it is)."""
-    if op is None:
-        return ""
-    parts = op.split(".")
-    return ".".join(parts[:2]) if len(parts) > 2 else op
 
 
 def verify_retirable(report: Any, release: Any, registry: Registry) -> Iterable[RetirementVerdict]:

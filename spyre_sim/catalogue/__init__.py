@@ -40,6 +40,7 @@ from spyre_sim.catalogue._model import (
     StackResolution,
     Upstream,
     UpstreamCommit,
+    packet_of,
 )
 from spyre_sim.catalogue._resolution import resolve_stack, resolve_upstream
 
@@ -63,6 +64,7 @@ __all__ = [
     "builtin_catalogue",
     "catalogue_for",
     "load_release_file",
+    "packet_of",
     "resolve_stack",
     "resolve_upstream",
 ]

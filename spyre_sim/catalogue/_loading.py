@@ -20,9 +20,9 @@ from types import MappingProxyType
 
 from spyre_sim.catalogue._catalogue import Catalogue
 from spyre_sim.catalogue._gaps_file import _GAPS_FILE, _GapsFileReader
-from spyre_sim.catalogue._model import Gap, GapState, Release, Upstream
+from spyre_sim.catalogue._model import Gap, GapState, Release, Upstream, packet_of
 from spyre_sim.catalogue._reader import _show
-from spyre_sim.catalogue._release_file import _Delta, _packet_of, _ReleaseFileReader, _show_rule
+from spyre_sim.catalogue._release_file import _Delta, _ReleaseFileReader, _show_rule
 from spyre_sim.errors import CatalogueError
 from spyre_sim.problems import Problem
 from spyre_sim.state import device_state
@@ -127,7 +127,7 @@ def load_release_file(
     _check_gap_refs(delta, catalogue.gaps, problems)
     if base is not None:
         for key, rule in delta.op_rules.items():
-            if _packet_of(key) in base.op_rules or key in base.op_rules:
+            if packet_of(key) in base.op_rules or key in base.op_rules:
                 continue
             if not delta.rule_is_table.get(key, False) or not rule.note:
                 problems.append(

@@ -211,6 +211,12 @@ class Release:
         return rule
 
 
+def packet_of(op: str) -> str:
+    """The overload packet an op rule key or a qualified op name belongs to: ``aten.add`` of
+    ``aten.add.Tensor`` (a packet's own name is returned as it is)."""
+    return ".".join(op.split(".")[:2])
+
+
 @dataclass(frozen=True)
 class StackResolution:
     """How an upstream version string was mapped to a release of the catalogue.

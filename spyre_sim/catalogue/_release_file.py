@@ -62,11 +62,6 @@ def _show_rule(rule: OpRule, as_table: bool) -> str:
     return _show(fields)
 
 
-def _packet_of(key: str) -> str:
-    parts = key.split(".")
-    return ".".join(parts[:2])
-
-
 @dataclass
 class _Delta:
     """One release file as written: its own changes only."""
