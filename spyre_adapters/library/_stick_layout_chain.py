@@ -14,10 +14,10 @@ stays a mode of its own: ``offset-slices`` adds its features to that kind, and o
 every adapter's features is what they were written for). The chain's kind sorts right after
 ``stick-layout``, where the six did, so it is entered above it as they were. It builds the six
 modes as their kinds' factories build them and gives a call only to the modes that rewrite its
-function, in the order the stack of modes gave it to them (the last kind by name first). When a mode handles a call, the modes
-after it in that order are entered as a chain of their own while it runs, so that what it
-calls (the stock function, or the ops of its rewrite) reaches them exactly as it reached the
-modes below it on the stack. A call no mode rewrites is run at once. Which functions a mode
+function, in the order the stack of modes gave it to them (the last kind by name first). When
+a mode handles a call, the modes after it in that order are entered as a chain of their own
+while it runs, so that what it calls (the stock function, or the ops of its rewrite) reaches
+them exactly as it reached the modes below it on the stack. A call no mode rewrites is run at once. Which functions a mode
 rewrites is read from the mode's own module (:data:`LINKS`): each of them hands on unchanged
 every call whose function is not among them.
 
