@@ -20,10 +20,16 @@ Instead the op runs on widened copies of its fp16 operands (exact conversions) a
 result is rounded once to DL16 (:func:`spyre_sim.numerics.round_wide_to_dl16`). Accumulating
 ops (:data:`ACCUMULATING`: products, convolutions, reductions, softmax, norms, attention) run in
 float64, whose rounding errors never reach a DL16 digit, so their results do not depend on the
-accumulation order; when their operands hold more than :data:`EXACT_LIMIT` elements they run in
-float32, the host's fast path (the device accumulates in fp32 too; there the order can move a
-result by one DL16 ulp). Other ops run in float32, where every DL16 input and every product of
-two is exact.
+accumulation order. Convolutions (:data:`PER_SAMPLE`), whose float64 host kernels are up to ten
+times slower, run in float32 when one sample's operands hold more than
+:data:`EXACT_LIMIT` elements, and then one sample at a time: a float32 sum can differ by one
+DL16 ulp with the order the host's kernel picks for a shape, and a kernel run on one sample
+gives that sample the same values alone and in any batch (the device accumulates in fp32 too,
+in an order that does not depend on the batch). Deciding on the whole batch's size instead
+made a batch of CLAP spectrograms take the float32 path and the same spectrogram alone the
+float64 one: Transformers' batching-equivalence tests failed on one-ulp differences the device
+does not have. Other ops run in float32, where every DL16 input and every product of two is
+exact.
 
 Left as the host computes them: views, value-preserving ops (nothing to round), ops writing an
 input in place or into ``out=`` (the result is stored where the op wrote it), ops that draw
@@ -43,7 +49,7 @@ from spyre_sim.numerics import round_wide_to_dl16
 if TYPE_CHECKING:
     from spyre_sim._op_info import OpInfo
 
-__all__ = ["ACCUMULATING", "EXACT_LIMIT", "call", "width"]
+__all__ = ["ACCUMULATING", "EXACT_LIMIT", "PER_SAMPLE", "call", "width"]
 
 #: Packets whose results accumulate many terms: computed in float64 (see the module docstring).
 ACCUMULATING = frozenset(
@@ -97,8 +103,17 @@ ACCUMULATING = frozenset(
     }
 )
 
-#: Accumulating ops whose operands hold more elements than this run in float32 instead of
-#: float64 (a 256 x 512 x 512 product takes twice as long in float64 on the host).
+#: Packets (accumulating, batch first) whose samples run in float32, one at a time, when one
+#: sample's operands hold more than :data:`EXACT_LIMIT` elements (see the module docstring).
+PER_SAMPLE = frozenset(
+    {
+        "aten.convolution",
+        "aten._convolution",
+    }
+)
+
+#: Elements of one sample's fp16 operands above which a :data:`PER_SAMPLE` op runs in float32
+#: (a convolution over 80 x 3000 spectrograms takes ten times as long in float64 on the host).
 EXACT_LIMIT = 1 << 18
 
 _REFUSED: set[str] = set()  # ops whose wide form the host refused: computed as before
@@ -135,17 +150,55 @@ def call(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
     dtype_kw = hkwargs.get("dtype")
     if isinstance(dtype_kw, torch.dtype) and not dtype_kw.is_floating_point:
         return NotImplemented
-    if wide is torch.float64 and _half_elements(hargs) > EXACT_LIMIT:
+    batch = _batch(info, hargs)
+    if batch and _half_elements(hargs, batch) > EXACT_LIMIT:
         wide = torch.float32
+    else:
+        batch = 0
     wkwargs = {k: _widen(v, wide) for k, v in hkwargs.items()}
     if isinstance(dtype_kw, torch.dtype):
         wkwargs["dtype"] = wide
+    wargs = [_widen(a, wide) for a in hargs]
     try:
-        out = info.call(*[_widen(a, wide) for a in hargs], **wkwargs)
+        out = _per_sample(info, wargs, wkwargs, batch) if batch else info.call(*wargs, **wkwargs)
     except (RuntimeError, NotImplementedError, TypeError):
         _REFUSED.add(info.name)
         return NotImplemented
     return _written(info, hargs, out) if info.mutated else _narrow(out)
+
+
+def _batch(info: OpInfo, hargs: list[Any]) -> int:
+    """The batch size of a :data:`PER_SAMPLE` op's call (its input's leading dim), or 0 when
+    the op is not one or its input has no batch dim (an unbatched convolution)."""
+    if info.packet not in PER_SAMPLE or len(hargs) < 2:
+        return 0
+    first, weight = hargs[0], hargs[1]
+    if not isinstance(first, torch.Tensor) or not isinstance(weight, torch.Tensor):
+        return 0
+    return int(first.shape[0]) if first.dim() == weight.dim() else 0
+
+
+def _sample(value: Any, batch: int, i: int, rank: int) -> Any:
+    """Sample ``i`` of an operand with the batch as its leading dim (a view), else the
+    operand whole (weights, broadcast masks, numbers)."""
+    if isinstance(value, torch.Tensor) and value.dim() == rank and value.shape[0] == batch:
+        return value[i : i + 1]
+    return value
+
+
+def _per_sample(info: OpInfo, wargs: list[Any], wkwargs: dict[str, Any], batch: int) -> Any:
+    """The op run on one sample at a time, the results joined along the batch dim."""
+    rank = wargs[0].dim()
+    outs = [
+        info.call(
+            *[_sample(a, batch, i, rank) for a in wargs],
+            **{k: _sample(v, batch, i, rank) for k, v in wkwargs.items()},
+        )
+        for i in range(batch)
+    ]
+    if isinstance(outs[0], torch.Tensor):
+        return torch.cat(outs)
+    return type(outs[0])(torch.cat(parts) for parts in zip(*outs, strict=True))
 
 
 def _written(info: OpInfo, hargs: list[Any], out: Any) -> Any:
@@ -178,20 +231,24 @@ def _half_operands(values: Any) -> int:
     return count
 
 
-def _half_elements(values: Any) -> int:
-    """Elements of the fp16 tensor operands, nested sequences included."""
+def _half_elements(values: Any, batch: int) -> int:
+    """Elements of one sample's fp16 tensor operands: a batch-first operand's (the rank of the
+    first, ``batch`` leading) divided by ``batch``, every other one whole."""
+    rank = values[0].dim()
     total = 0
     for value in values:
         if _is_half(value):
-            total += value.numel()
-        elif isinstance(value, (list, tuple)):
-            total += _half_elements(value)
+            batched = value.dim() == rank and value.shape[0] == batch
+            total += value.numel() // batch if batched else value.numel()
     return total
 
 
 def _widen(value: Any, wide: torch.dtype) -> Any:
     if isinstance(value, torch.Tensor):
-        return value.to(wide) if value.dtype is torch.float16 else value
+        if value.dtype is not torch.float16:
+            return value
+        # .float() / .double(): the same conversion as .to(wide), without its argument parsing
+        return value.float() if wide is torch.float32 else value.double()
     if isinstance(value, (list, tuple)):
         return type(value)(_widen(v, wide) for v in value)
     return value

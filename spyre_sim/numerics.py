@@ -242,10 +242,12 @@ def round_wide_to_dl16(values: torch.Tensor, owned: bool = False) -> torch.Tenso
     lies within 2**-24 of a DL16 midpoint without being on it. Below fp16's normals the DL16
     value is held as fp16's conversion gives it (the host cannot hold DL16's smaller normals).
     """
-    if values.dtype is not torch.float32:
-        wide = values.to(torch.float32, memory_format=torch.contiguous_format)
-    elif not owned or not values.is_contiguous():
-        wide = values.clone(memory_format=torch.contiguous_format)
+    if not values.is_contiguous():
+        wide = values.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
+    elif values.dtype is not torch.float32:
+        wide = values.float()  # a fresh contiguous tensor (the fast form of .to(float32))
+    elif not owned:
+        wide = values.clone()
     else:
         wide = values
     wide.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
@@ -260,7 +262,7 @@ def round_wide_to_dl16(values: torch.Tensor, owned: bool = False) -> torch.Tenso
         bits = array.view(_np.uint32)
         bits += 0x2000
         bits &= 0xFFFFC000
-    return wide.to(torch.float16)
+    return wide.half()
 
 
 def round_to_dl16(values: torch.Tensor) -> torch.Tensor:

@@ -176,11 +176,42 @@ def test_what_is_left_to_the_host_kernels(spyre: ModuleType) -> None:
     assert torch.equal(got, bf16 * bf16)  # bf16 is native: the host's bf16 kernel
 
 
-def test_large_products_accumulate_in_float32(spyre: ModuleType) -> None:
+def test_large_products_accumulate_in_float64(spyre: ModuleType) -> None:
     a = round_to_dl16(torch.randn(512, 512, dtype=torch.float16))
     assert 2 * a.numel() > _wide_arithmetic.EXACT_LIMIT
     got = (a.to("spyre") @ a.to("spyre")).cpu()
-    assert torch.equal(got, spyre.round_wide_to_dl16(a.float() @ a.float()))
+    assert torch.equal(got, spyre.round_wide_to_dl16(a.double() @ a.double()))
+
+
+def _spectrograms(batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(5)
+    x = torch.randn(batch, 2, 160, 1000, generator=generator).half()  # 320,000 per sample
+    w = torch.randn(8, 2, 3, 3, generator=generator).half()
+    return round_to_dl16(x), round_to_dl16(w)
+
+
+def test_a_large_convolution_runs_one_sample_at_a_time_in_float32(spyre: ModuleType) -> None:
+    x, w = _spectrograms(3)
+    assert x[0].numel() > _wide_arithmetic.EXACT_LIMIT
+    got = torch.nn.functional.conv2d(x.to("spyre"), w.to("spyre"), padding=1).cpu()
+    for i in range(3):
+        alone = torch.nn.functional.conv2d(x[i : i + 1].float(), w.float(), padding=1)
+        assert torch.equal(got[i : i + 1], spyre.round_wide_to_dl16(alone))
+    # a sample is the same alone and in the batch: the float32 path does not hang on the batch
+    single = torch.nn.functional.conv2d(x[1:2].to("spyre"), w.to("spyre"), padding=1).cpu()
+    assert torch.equal(got[1:2], single)
+
+
+def test_a_batch_of_small_samples_stays_in_float64(spyre: ModuleType) -> None:
+    """Thirteen samples of 65,536 elements: more than the limit together, below it each. The
+    choice of width hangs on one sample, so each gets the values it gets alone."""
+    generator = torch.Generator().manual_seed(6)
+    x = round_to_dl16(torch.randn(13, 1, 1024, 64, generator=generator).half())
+    w = round_to_dl16(torch.randn(4, 1, 4, 4, generator=generator).half())
+    assert x.numel() > _wide_arithmetic.EXACT_LIMIT >= x[0].numel()
+    got = torch.nn.functional.conv2d(x.to("spyre"), w.to("spyre"), stride=4).cpu()
+    expected = torch.nn.functional.conv2d(x.double(), w.double(), stride=4)
+    assert torch.equal(got, spyre.round_wide_to_dl16(expected))
 
 
 def test_weights_are_stored_with_one_rounding(spyre: ModuleType) -> None:
