@@ -33,7 +33,8 @@ exact.
 
 Left as the host computes them: views, value-preserving ops (nothing to round), ops writing an
 input in place or into ``out=`` (the result is stored where the op wrote it), ops that draw
-random numbers (a wider draw would consume the generator differently), ops with an operand of
+random numbers (a wider draw would consume the generator differently; attention counts as one
+only when its ``dropout_p`` is not zero), ops with an operand of
 another floating type, and ops whose wide form the host refuses (noted once per op).
 """
 
@@ -117,6 +118,7 @@ PER_SAMPLE = frozenset(
 EXACT_LIMIT = 1 << 18
 
 _REFUSED: set[str] = set()  # ops whose wide form the host refused: computed as before
+_DROPOUT: dict[str, tuple[int, str]] = {}  # random ops whose draw is a dropout: its argument
 
 
 def width(info: OpInfo, func: Any) -> torch.dtype | None:
@@ -129,9 +131,30 @@ def width(info: OpInfo, func: Any) -> torch.dtype | None:
     written = [how for how in info.fresh if how >= 0]
     if written and (len(info.fresh) != 1 or info.mutated != (written[0],)):
         return None  # only the plain in-place form: one input written and returned
-    if torch.Tag.nondeterministic_seeded in func.tags or torch.Tag.inplace_view in func.tags:
+    if torch.Tag.inplace_view in func.tags:
         return None
+    if torch.Tag.nondeterministic_seeded in func.tags:
+        dropout = _dropout_argument(func)
+        if dropout is None:
+            return None
+        _DROPOUT[info.name] = dropout  # wide when the call draws nothing (dropout_p == 0)
     return torch.float64 if info.packet in ACCUMULATING else torch.float32
+
+
+def _dropout_argument(func: Any) -> tuple[int, str] | None:
+    """``(position, name)`` of the ``dropout_p`` argument of an op whose only random draw is
+    that dropout (attention), else ``None``."""
+    for index, argument in enumerate(func._schema.arguments):
+        if argument.name == "dropout_p":
+            return (-1 if argument.kwarg_only else index), argument.name
+    return None
+
+
+def _draws(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> bool:
+    """Whether this call of an op with a ``dropout_p`` argument drops anything."""
+    index, name = _DROPOUT[info.name]
+    p = hargs[index] if 0 <= index < len(hargs) else hkwargs.get(name, 0.0)
+    return bool(p)
 
 
 def call(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
@@ -143,6 +166,8 @@ def call(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
         return NotImplemented
     if info.mutated and not _is_half(hargs[info.mutated[0]]):
         return NotImplemented
+    if _DROPOUT and info.name in _DROPOUT and _draws(info, hargs, hkwargs):
+        return NotImplemented  # a random draw: the host's kernel, as for other random ops
     positional = _half_operands(hargs)
     keyword = _half_operands(hkwargs.values()) if hkwargs else 0
     if positional < 0 or keyword < 0 or positional + keyword == 0:

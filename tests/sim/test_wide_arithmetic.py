@@ -169,6 +169,7 @@ def test_what_is_left_to_the_host_kernels(spyre: ModuleType) -> None:
     assert wide(aten.cat.default) is None  # keeps values
     assert wide(aten.unsqueeze_.default) is None  # metadata only
     assert wide(aten.bernoulli.default) is None  # draws random numbers
+    assert wide(aten.scaled_dot_product_attention.default) is torch.float64  # unless it drops
     assert wide(aten.mul.out) is None  # out=
     assert wide(aten._to_copy.default) is None  # the cast stores itself
     bf16 = torch.randn(4, 64, dtype=torch.bfloat16)
@@ -212,6 +213,34 @@ def test_a_batch_of_small_samples_stays_in_float64(spyre: ModuleType) -> None:
     got = torch.nn.functional.conv2d(x.to("spyre"), w.to("spyre"), stride=4).cpu()
     expected = torch.nn.functional.conv2d(x.double(), w.double(), stride=4)
     assert torch.equal(got, spyre.round_wide_to_dl16(expected))
+
+
+def test_attention_is_rounded_once(spyre: ModuleType) -> None:
+    """SDPA counts as random only when it drops: at ``dropout_p == 0`` it is computed in
+    float64 and rounded once, like the eager attention's matmuls and softmax (the host's fp16
+    kernel rounded to fp16 first, then to DL16: a quarter of the values away from zero)."""
+    generator = torch.Generator().manual_seed(8)
+    q, k, v = (round_to_dl16(torch.randn(2, 3, 9, 16, generator=generator).half()) for _ in "qkv")
+    mask = torch.ones(2, 1, 9, 9, dtype=torch.bool).tril()
+    mask[1, :, :, :3] = False  # left padding: three keys hidden in the second row
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    got = sdpa(q.to("spyre"), k.to("spyre"), v.to("spyre"), attn_mask=mask.to("spyre")).cpu()
+    expected = sdpa(q.double(), k.double(), v.double(), attn_mask=mask)
+    assert torch.equal(got, spyre.round_wide_to_dl16(expected))
+    # a row's values do not depend on the rows beside it
+    alone = sdpa(q[1:].to("spyre"), k[1:].to("spyre"), v[1:].to("spyre"),
+                 attn_mask=mask[1:].to("spyre")).cpu()  # fmt: skip
+    assert torch.equal(got[1:], alone)
+
+
+def test_attention_that_drops_is_left_to_the_host_kernel(spyre: ModuleType) -> None:
+    q = round_to_dl16(torch.randn(1, 2, 5, 16, dtype=torch.float16))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    torch.manual_seed(3)
+    expected = round_to_dl16(sdpa(q, q, q, dropout_p=0.5))
+    torch.manual_seed(3)
+    got = sdpa(q.to("spyre"), q.to("spyre"), q.to("spyre"), dropout_p=0.5).cpu()
+    assert torch.equal(got, expected)  # the same draw from the same generator
 
 
 def test_weights_are_stored_with_one_rounding(spyre: ModuleType) -> None:
