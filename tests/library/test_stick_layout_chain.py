@@ -36,9 +36,23 @@ from spyre_adapters.library.stick_layout_v2_6_0 import head_padding
 _OLD = {"head-padding": Version("2.5.0"), "stick-align-padding": Version("2.1.0")}
 
 
+_CHAINED = {"head-padding": Version("2.6.0"), "stick-align-padding": Version("2.2.0")}
+
+
+def _upto(newest: dict[str, Version]) -> Any:
+    """The built-in registry with ``newest`` the newest versions of those adapters."""
+    return registry_where(lambda m: m.name not in newest or m.version <= newest[m.name])
+
+
 def _older() -> Any:
     """The built-in registry with head-padding 2.5.0 and stick-align-padding 2.1.0 newest."""
-    return registry_where(lambda m: m.name not in _OLD or m.version <= _OLD[m.name])
+    return _upto(_OLD)
+
+
+def _chained() -> Any:
+    """The built-in registry with head-padding 2.6.0 and stick-align-padding 2.2.0 newest
+    (later versions are tested against these in their own files)."""
+    return _upto(_CHAINED)
 
 
 def _llama() -> nn.Module:  # one KV head, head_dim 8, hidden 40: every rewrite kind
@@ -88,7 +102,7 @@ def test_the_device_gives_the_separate_modes_results_bit_for_bit(family: str, st
     with warnings.catch_warnings(), spyre_sim.use_stack(stack):
         warnings.simplefilter("ignore")  # the device's once-per-process notices
         old_names, old = _on_device(_BUILD[family], stack, _older(), inputs)
-        new_names, new = _on_device(_BUILD[family], stack, None, inputs)
+        new_names, new = _on_device(_BUILD[family], stack, _chained(), inputs)
     renamed = [n.replace("head-padding 2.5.0", "head-padding 2.6.0")
                .replace("stick-align-padding 2.1.0", "stick-align-padding 2.2.0")
                for n in old_names]  # fmt: skip
@@ -102,7 +116,7 @@ def test_greedy_generation_on_the_device_is_the_separate_modes_one() -> None:
     results = []
     with warnings.catch_warnings(), spyre_sim.use_stack("2026.09"):
         warnings.simplefilter("ignore")
-        for registry in (_older(), None):
+        for registry in (_older(), _chained()):
             model = _llama()
             spyre_adapters.prepare(model, "2026.09", registry=registry)
             tokens, logits = greedy(model.to("spyre"), prompt=PROMPT.to("spyre"))
