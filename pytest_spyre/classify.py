@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import CodeType
 from typing import Any
 
@@ -216,9 +216,9 @@ def classify(
         return Failure(
             "emulator",
             "the emulator could not compute what the device computes: it holds DL16 numbers in "
-            "fp16 host tensors, which flush numbers below 6e-8 that DL16 keeps (down to "
-            "2**-30): " + counted(record.emulator_limits) + also,
-        )
+            "fp16 host tensors, which " + _limits_text(record.emulator_limits) + ": "
+            + counted(record.emulator_limits) + also,
+        )  # fmt: skip
     if record.miscompiles:
         gaps = sorted(record.miscompiles)
         return Failure(
@@ -235,6 +235,17 @@ def classify(
             check["tolerance_note"] = note
         return Failure("precision", _precision_line(check), measured=check)
     return Failure("unexplained", _first_line(exc) if exc is not None else "failed")
+
+
+#: What each emulator-limit kind loses (see ``spyre_sim.telemetry.count_emulator_limit``).
+_LIMITS = {
+    "fp16-holder": "flush numbers below 6e-8 that DL16 keeps (down to 2**-30)",
+    "fp16-range": "hold +-65472 for numbers beyond 65504 that DL16 keeps (up to about 8.6e9)",
+}
+
+
+def _limits_text(limits: Mapping[str, int]) -> str:
+    return " and ".join(_LIMITS.get(kind, kind) for kind in sorted(limits))
 
 
 def _outside(exc: BaseException) -> str:

@@ -188,7 +188,11 @@ def _execute(
     if verdict.decision is Decision.FALLBACK:
         return _fallback(func, info, verdict, args, hargs, hkwargs)
     out = NotImplemented
-    if info.wide is not None and settings.numerics:
+    if (
+        info.wide is not None
+        and settings.numerics
+        and (verdict.decision is Decision.NATIVE or not _wide_arithmetic.fused(info))
+    ):
         out = _wide_arithmetic.call(info, hargs, hkwargs)  # rounded to DL16 once
     rounded = out is not NotImplemented
     if not rounded:

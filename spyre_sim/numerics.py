@@ -66,6 +66,7 @@ __all__ = [
     "nan_enters_",
     "round_to_dl16",
     "round_to_dl16_",
+    "round_wide_held",
     "round_wide_to_dl16",
 ]
 
@@ -242,6 +243,13 @@ def round_wide_to_dl16(values: torch.Tensor, owned: bool = False) -> torch.Tenso
     lies within 2**-24 of a DL16 midpoint without being on it. Below fp16's normals the DL16
     value is held as fp16's conversion gives it (the host cannot hold DL16's smaller normals).
     """
+    return round_wide_held(values, owned)[0]
+
+
+def round_wide_held(values: torch.Tensor, owned: bool = False) -> tuple[torch.Tensor, bool]:
+    """:func:`round_wide_to_dl16`, and whether a finite value beyond :data:`DL16_HOST_MAX` was
+    held as +-65472: a number DL16 keeps (up to about 8.6e9) that the fp16 host tensors cannot,
+    an emulator limit (an infinity is not one: both hold it as a large finite value)."""
     if not values.is_contiguous():
         wide = values.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
     elif values.dtype is not torch.float32:
@@ -250,8 +258,12 @@ def round_wide_to_dl16(values: torch.Tensor, owned: bool = False) -> torch.Tenso
         wide = values.clone()
     else:
         wide = values
-    wide.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
+    beyond = False
     if _np is None or wide.numel() == 0:
+        if wide.numel():
+            finite = wide[torch.isfinite(wide)]
+            beyond = bool(finite.numel() and finite.abs().max() > DL16_HOST_MAX)
+        wide.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
         bits32 = wide.view(torch.int32)
         bits32.add_(0x2000)
         bits32.bitwise_and_(-0x4000)
@@ -259,10 +271,15 @@ def round_wide_to_dl16(values: torch.Tensor, owned: bool = False) -> torch.Tenso
         array = wide.numpy()
         if array.ndim == 0:
             array = array.reshape(1)
+        # two reductions instead of a clamp where nothing is beyond the limit (most results)
+        if not (array.max() <= DL16_HOST_MAX and array.min() >= -DL16_HOST_MAX):  # NaN: here
+            finite = array[_np.isfinite(array)]
+            beyond = bool(finite.size and _np.abs(finite).max() > DL16_HOST_MAX)
+            wide.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
         bits = array.view(_np.uint32)
         bits += 0x2000
         bits &= 0xFFFFC000
-    return wide.half()
+    return wide.half(), beyond
 
 
 def round_to_dl16(values: torch.Tensor) -> torch.Tensor:

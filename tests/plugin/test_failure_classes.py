@@ -132,6 +132,11 @@ def test_a_number_only_the_emulator_lost_is_its_limit_not_a_miscompile() -> None
     assert "may have caused: eps-underflow x1" in failure.detail
     again = TestRecord.from_json(limited.to_json())
     assert again.emulator_limits == {"fp16-holder": 4}
+    ranged = TestRecord("t", emulator_limits={"fp16-range": 2})
+    failure = classify(AssertionError("mismatch"), ranged, [check], "DL16")
+    assert failure.cls == "emulator"
+    assert "hold +-65472 for numbers beyond 65504" in failure.detail
+    assert "fp16-range x2" in failure.detail
 
 
 def test_float16_refused_where_the_device_stored_float32_is_gap_fp32_storage() -> None:

@@ -215,22 +215,27 @@ def test_a_batch_of_small_samples_stays_in_float64(spyre: ModuleType) -> None:
     assert torch.equal(got, spyre.round_wide_to_dl16(expected))
 
 
-def test_attention_is_rounded_once(spyre: ModuleType) -> None:
-    """SDPA counts as random only when it drops: at ``dropout_p == 0`` it is computed in
-    float64 and rounded once, like the eager attention's matmuls and softmax (the host's fp16
-    kernel rounded to fp16 first, then to DL16: a quarter of the values away from zero)."""
+def test_attention_is_rounded_once_where_the_release_fuses_it(spyre: ModuleType) -> None:
+    """SDPA counts as random only when it drops. Where the release runs it as the fused
+    flash-attention kernel (2026.07 on) and it drops nothing, it is computed in float64 and
+    rounded once (the host's fp16 kernel rounded to fp16 first, then to DL16: a quarter of the
+    values away from zero). Where the release runs the math path (2026.05), the host's kernel
+    computes it as before."""
     generator = torch.Generator().manual_seed(8)
     q, k, v = (round_to_dl16(torch.randn(2, 3, 9, 16, generator=generator).half()) for _ in "qkv")
     mask = torch.ones(2, 1, 9, 9, dtype=torch.bool).tril()
     mask[1, :, :, :3] = False  # left padding: three keys hidden in the second row
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    got = sdpa(q.to("spyre"), k.to("spyre"), v.to("spyre"), attn_mask=mask.to("spyre")).cpu()
+    on_device = [t.to("spyre") for t in (q, k, v, mask)]
+    with spyre.use_stack("2026.09"):
+        got = sdpa(*on_device[:3], attn_mask=on_device[3]).cpu()
+        alone = sdpa(*[t[1:] for t in on_device[:3]], attn_mask=on_device[3][1:]).cpu()
     expected = sdpa(q.double(), k.double(), v.double(), attn_mask=mask)
     assert torch.equal(got, spyre.round_wide_to_dl16(expected))
-    # a row's values do not depend on the rows beside it
-    alone = sdpa(q[1:].to("spyre"), k[1:].to("spyre"), v[1:].to("spyre"),
-                 attn_mask=mask[1:].to("spyre")).cpu()  # fmt: skip
-    assert torch.equal(got[1:], alone)
+    assert torch.equal(got[1:], alone)  # a row's values do not depend on the rows beside it
+    with spyre.use_stack("2026.05"):
+        decomposed = sdpa(*on_device[:3], attn_mask=on_device[3]).cpu()
+    assert torch.equal(decomposed, round_to_dl16(sdpa(q, k, v, attn_mask=mask)))
 
 
 def test_attention_that_drops_is_left_to_the_host_kernel(spyre: ModuleType) -> None:
@@ -241,6 +246,25 @@ def test_attention_that_drops_is_left_to_the_host_kernel(spyre: ModuleType) -> N
     torch.manual_seed(3)
     got = sdpa(q.to("spyre"), q.to("spyre"), q.to("spyre"), dropout_p=0.5).cpu()
     assert torch.equal(got, expected)  # the same draw from the same generator
+
+
+def test_a_result_beyond_fp16s_range_is_an_emulator_limit(spyre: ModuleType) -> None:
+    """CPMAnt squares hidden values of 9e3 in its RMS norm: 8.8e7 is a DL16 number, which the
+    fp16 host tensors hold as 65472, and every value after it differs from the device's.
+    Counted as an emulator limit (``fp16-range``), so a test that then fails says so; a
+    result that carries a value already held at the limit (a ``-inf`` mask) or an infinity
+    (``log(0)``) is not counted."""
+    x = torch.full((1, 4), 300.0, dtype=torch.float16).to("spyre")
+    with spyre.use_stack("2026.09"), torch.no_grad(), spyre.telemetry.record() as run:
+        squared = x * x
+    assert squared.cpu().tolist() == [[65472.0] * 4]  # the host holds the limit
+    limits = run.snapshot.to_json()["emulator_limits"]
+    assert limits["fp16-range"]["count"] == 1
+    mask = torch.tensor([[0.0, float("-inf")]]).to("spyre")  # held as -65472
+    zero = torch.zeros(1, 2, dtype=torch.float16).to("spyre")
+    with spyre.use_stack("2026.09"), torch.no_grad(), spyre.telemetry.record() as held:
+        (mask * 2.0, torch.log(zero), x + x, zero.new_full((2,), -65504.0))
+    assert held.snapshot.to_json()["emulator_limits"] == {}
 
 
 def test_weights_are_stored_with_one_rounding(spyre: ModuleType) -> None:
