@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
@@ -462,3 +464,34 @@ class PlainSizes(nn.Module):
 
     def _get_output_length(self, lengths: torch.Tensor) -> torch.Tensor:
         return (lengths - self.kernel_size) // self.stride + 1
+
+
+def assert_stops_then_runs(
+    build: Callable[[], nn.Module],
+    inputs: Callable[[str], tuple[torch.Tensor, ...]],
+    without: Sequence[Adapter],
+    with_: Sequence[Adapter],
+    *,
+    gap: str = "sub-stick-head",
+    atol: float = 0.1,
+) -> None:
+    """At 2026.09 the module from ``build()`` adapted by ``without`` stops at ``gap`` on the
+    device; adapted by ``with_`` it runs and matches the CPU (DL16: ``rtol`` 1e-2, ``atol``)."""
+    import spyre_sim
+
+    with torch.no_grad():
+        expected = build()(*inputs("cpu"))
+    with warnings.catch_warnings(), spyre_sim.use_stack("2026.09"), torch.no_grad():
+        warnings.simplefilter("ignore")  # the device's once-per-process notices
+        stopped = build()
+        for adapter in without:
+            apply(adapter, stopped)
+        with pytest.raises(spyre_sim.SpyreLayoutError) as err:
+            stopped.to("spyre")(*inputs("spyre"))
+        assert err.value.gap == gap
+        model = build()
+        for adapter in with_:
+            apply(adapter, model)
+        out = model.to("spyre")(*inputs("spyre")).cpu().float()
+    assert out.shape == expected.shape
+    torch.testing.assert_close(out, expected, rtol=1e-2, atol=atol)

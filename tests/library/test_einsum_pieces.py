@@ -7,6 +7,7 @@ stopping the model at ``sub-stick-head``."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -145,6 +146,26 @@ IDS = torch.tensor([[5, 17, 3, 44, 8, 2, 61], [9, 9, 12, 1, 70, 33, 4]])
 def _logits(model: nn.Module) -> torch.Tensor:
     with torch.no_grad():
         return model(input_ids=IDS).logits  # type: ignore[no-any-return]
+
+
+def assert_xlnet_is_stock(version: Any) -> None:
+    """XLNet adapted by ``version`` of einsum-pieces gives the stock logits and config."""
+    stock, adapted = xlnet(), xlnet()
+    apply(version, adapted)
+    torch.testing.assert_close(_logits(adapted), _logits(stock), rtol=1e-5, atol=1e-5)
+    assert adapted.config.to_dict() == stock.config.to_dict()
+
+
+def assert_adapted_is_stock(version: Any, build: Any, inputs: Any) -> None:
+    """A module from ``build()`` adapted by ``version`` gives the stock values on ``inputs()``
+    and keeps its state dict keys; adapted, it does not match again."""
+    stock, model = build(), build()
+    edit = apply(version, model)
+    assert len(edit) >= 1
+    assert not version.matches(model), "an adapted model must not match again"
+    with torch.no_grad():
+        torch.testing.assert_close(model(*inputs()), stock(*inputs()), rtol=1e-5, atol=1e-5)
+    assert model.state_dict().keys() == stock.state_dict().keys()
 
 
 def test_xlnet_is_the_stock_model_on_the_cpu() -> None:

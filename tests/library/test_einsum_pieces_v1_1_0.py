@@ -7,15 +7,12 @@ einsum is not matched, rollback is exact."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact, decorated
-from test_einsum_pieces import _logits, xlnet
+from library_models import apply, assert_rollback_exact, assert_stops_then_runs, decorated
+from test_einsum_pieces import _logits, assert_adapted_is_stock, assert_xlnet_is_stock, xlnet
 from torch import nn
 
-import spyre_sim
 from spyre_adapters.library.einsum_pieces import adapter as v1_0
 from spyre_adapters.library.einsum_pieces_v1_1_0 import adapter
 from spyre_adapters.library.stick_layout_v2_5_0 import head_padding
@@ -51,38 +48,15 @@ def test_a_decorated_forward_is_matched_by_1_1_only() -> None:
 
 
 def test_on_the_device_the_decorated_mask_decoder_runs_only_with_1_1() -> None:
-    with torch.no_grad():
-        expected = _decoder()(*_inputs())
-    with warnings.catch_warnings(), spyre_sim.use_stack("2026.09"), torch.no_grad():
-        warnings.simplefilter("ignore")  # the device's once-per-process notices
-        stopped = _decoder()
-        apply(head_padding, stopped)
-        with pytest.raises(spyre_sim.SpyreLayoutError) as err:
-            stopped.to("spyre")(*_inputs("spyre"))
-        assert err.value.gap == "sub-stick-head"
-        model = _decoder()
-        apply(head_padding, model)
-        apply(adapter, model)
-        out = model.to("spyre")(*_inputs("spyre")).cpu().float()
-    assert out.shape == expected.shape
-    torch.testing.assert_close(out, expected, rtol=1e-2, atol=0.1)  # DL16, sums of 64 terms
+    assert_stops_then_runs(_decoder, _inputs, [head_padding], [head_padding, adapter])
 
 
 def test_the_adapted_decoder_is_the_stock_one_on_the_cpu() -> None:
-    stock, model = _decoder(), _decoder()
-    edit = apply(adapter, model)
-    assert len(edit) >= 1
-    assert not adapter.matches(model), "an adapted model must not match again"
-    with torch.no_grad():
-        torch.testing.assert_close(model(*_inputs()), stock(*_inputs()), rtol=1e-5, atol=1e-5)
-    assert model.state_dict().keys() == stock.state_dict().keys()
+    assert_adapted_is_stock(adapter, _decoder, _inputs)
 
 
 def test_xlnet_is_the_stock_model_on_the_cpu() -> None:
-    stock, adapted = xlnet(), xlnet()
-    apply(adapter, adapted)
-    torch.testing.assert_close(_logits(adapted), _logits(stock), rtol=1e-5, atol=1e-5)
-    assert adapted.config.to_dict() == stock.config.to_dict()
+    assert_xlnet_is_stock(adapter)
 
 
 def test_a_model_without_einsum_is_not_matched() -> None:

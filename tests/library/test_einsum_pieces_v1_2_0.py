@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import torch
-from library_models import PROMPT, apply, assert_rollback_exact, causal_lm
-from test_einsum_pieces import _logits, xlnet
+from library_models import PROMPT, apply, assert_rollback_exact, assert_stops_then_runs, causal_lm
+from test_einsum_pieces import _logits, assert_adapted_is_stock, assert_xlnet_is_stock, xlnet
 from torch import nn
 
 import spyre_adapters
@@ -83,38 +83,15 @@ def test_an_einsum_in_a_helper_is_matched_by_1_2_only(via: str) -> None:
 
 @pytest.mark.parametrize("via", ["function", "kernel"])
 def test_on_the_device_the_helper_einsum_runs_only_with_1_2(via: str) -> None:
-    with torch.no_grad():
-        expected = _decoder(via)(*_inputs())
-    with warnings.catch_warnings(), spyre_sim.use_stack("2026.09"), torch.no_grad():
-        warnings.simplefilter("ignore")  # the device's once-per-process notices
-        stopped = _decoder(via)
-        apply(head_padding, stopped)
-        with pytest.raises(spyre_sim.SpyreLayoutError) as err:
-            stopped.to("spyre")(*_inputs("spyre"))
-        assert err.value.gap == "sub-stick-head"
-        model = _decoder(via)
-        apply(head_padding, model)
-        apply(adapter, model)
-        out = model.to("spyre")(*_inputs("spyre")).cpu().float()
-    assert out.shape == expected.shape
-    torch.testing.assert_close(out, expected, rtol=1e-2, atol=0.1)  # DL16, sums of 64 terms
+    assert_stops_then_runs(lambda: _decoder(via), _inputs, [head_padding], [head_padding, adapter])
 
 
 def test_the_adapted_decoder_is_the_stock_one_on_the_cpu() -> None:
-    stock, model = _decoder(), _decoder()
-    edit = apply(adapter, model)
-    assert len(edit) >= 1
-    assert not adapter.matches(model), "an adapted model must not match again"
-    with torch.no_grad():
-        torch.testing.assert_close(model(*_inputs()), stock(*_inputs()), rtol=1e-5, atol=1e-5)
-    assert model.state_dict().keys() == stock.state_dict().keys()
+    assert_adapted_is_stock(adapter, _decoder, _inputs)
 
 
 def test_xlnet_is_the_stock_model_on_the_cpu() -> None:
-    stock, adapted = xlnet(), xlnet()
-    apply(adapter, adapted)
-    torch.testing.assert_close(_logits(adapted), _logits(stock), rtol=1e-5, atol=1e-5)
-    assert adapted.config.to_dict() == stock.config.to_dict()
+    assert_xlnet_is_stock(adapter)
 
 
 def test_helpers_are_followed_down_to_the_depth_limit_only() -> None:

@@ -111,12 +111,13 @@ def test_the_device_gives_the_separate_modes_results_bit_for_bit(family: str, st
     assert torch.equal(new, old)
 
 
-def test_greedy_generation_on_the_device_is_the_separate_modes_one() -> None:
-    """A one-KV-head Llama's prefill and decode steps: the same tokens and logits, exactly."""
+def assert_same_greedy_decoding(registries: tuple[Any, Any]) -> None:
+    """A one-KV-head Llama's prefill and decode steps on the device give the same tokens and
+    logits, exactly, with the two registries' adapters."""
     results = []
     with warnings.catch_warnings(), spyre_sim.use_stack("2026.09"):
         warnings.simplefilter("ignore")
-        for registry in (_older(), _chained()):
+        for registry in registries:
             model = _llama()
             spyre_adapters.prepare(model, "2026.09", registry=registry)
             tokens, logits = greedy(model.to("spyre"), prompt=PROMPT.to("spyre"))
@@ -125,17 +126,27 @@ def test_greedy_generation_on_the_device_is_the_separate_modes_one() -> None:
     assert torch.equal(results[0][1], results[1][1])
 
 
-@pytest.mark.parametrize("adapter", [head_padding, stick_align_padding], ids=["head", "align"])
-def test_same_values_as_stock_on_the_cpu_and_rollback_is_exact(adapter: Any) -> None:
+def assert_stock_on_the_cpu_and_exact_rollback(adapter: Any, kind: str) -> None:
+    """On the CPU the Llama adapted by ``adapter`` (enabling scoped-mode ``kind``) gives the
+    stock values and state dict keys; rollback leaves no mode and is exact."""
     stock, model = _llama(), _llama()
     assert adapter.matches(model)
     edit = apply(adapter, model)
-    assert _stick_layout_chain.KIND in enabled(model)
+    assert kind in enabled(model)
     assert torch.equal(prompt_logits(model), prompt_logits(stock))
     assert model.state_dict().keys() == stock.state_dict().keys()
     edit.rollback()
     assert enabled(model) == {}
     assert_rollback_exact(adapter, _llama(), prompt_logits)
+
+
+def test_greedy_generation_on_the_device_is_the_separate_modes_one() -> None:
+    assert_same_greedy_decoding((_older(), _chained()))
+
+
+@pytest.mark.parametrize("adapter", [head_padding, stick_align_padding], ids=["head", "align"])
+def test_same_values_as_stock_on_the_cpu_and_rollback_is_exact(adapter: Any) -> None:
+    assert_stock_on_the_cpu_and_exact_rollback(adapter, _stick_layout_chain.KIND)
 
 
 def test_a_call_reaches_only_the_modes_that_rewrite_its_function() -> None:

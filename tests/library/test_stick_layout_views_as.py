@@ -12,12 +12,19 @@ from typing import Any
 
 import pytest
 import torch
-from library_models import PROMPT, apply, assert_rollback_exact, greedy, prompt_logits
+from library_models import apply, assert_stops_then_runs
 from packaging.version import Version
-from test_stick_layout_chain import _BUILD, _INPUTS, _llama, _on_device, _upto
+from test_stick_layout_chain import (
+    _BUILD,
+    _INPUTS,
+    _llama,
+    _on_device,
+    _upto,
+    assert_same_greedy_decoding,
+    assert_stock_on_the_cpu_and_exact_rollback,
+)
 from torch import nn
 
-import spyre_adapters
 import spyre_sim
 from spyre_adapters.library import _stick_layout_chain_v2, _stick_layout_views_as
 from spyre_adapters.library._scoped_modes import enabled
@@ -61,22 +68,9 @@ def _gated(written_as: str) -> GatedAttentionOutput:
 
 @pytest.mark.parametrize("written_as", ["view_as", "reshape_as"])
 def test_a_head_split_written_as_view_as_runs_only_with_2_7_0(written_as: str) -> None:
-    with torch.no_grad():
-        expected = _gated(written_as)(*_inputs())
-    with warnings.catch_warnings(), spyre_sim.use_stack("2026.09"), torch.no_grad():
-        warnings.simplefilter("ignore")  # the device's once-per-process notices
-        stopped = _gated(written_as)
-        apply(v2_6, stopped)
-        apply(align_v2_2, stopped)  # the output projection's K of 40
-        with pytest.raises(spyre_sim.SpyreLayoutError) as err:
-            stopped.to("spyre")(*_inputs("spyre"))
-        assert err.value.gap == "sub-stick-head"
-        model = _gated(written_as)
-        apply(head_padding, model)
-        apply(stick_align_padding, model)
-        out = model.to("spyre")(*_inputs("spyre")).cpu().float()
-    assert out.shape == expected.shape
-    torch.testing.assert_close(out, expected, rtol=1e-2, atol=2e-2)  # DL16, sums of 40 terms
+    # align: the output projection's K of 40
+    assert_stops_then_runs(lambda: _gated(written_as), _inputs, [v2_6, align_v2_2],
+                           [head_padding, stick_align_padding], atol=2e-2)  # fmt: skip
 
 
 @pytest.mark.parametrize("stack", ["2026.09", "2026.05"])
@@ -96,29 +90,12 @@ def test_the_device_gives_2_6_0s_results_bit_for_bit(family: str, stack: str) ->
 
 
 def test_greedy_generation_on_the_device_is_2_6_0s() -> None:
-    results = []
-    with warnings.catch_warnings(), spyre_sim.use_stack("2026.09"):
-        warnings.simplefilter("ignore")
-        for registry in (_upto(_V2_6), None):
-            model = _llama()
-            spyre_adapters.prepare(model, "2026.09", registry=registry)
-            tokens, logits = greedy(model.to("spyre"), prompt=PROMPT.to("spyre"))
-            results.append((tokens.cpu(), logits.cpu()))
-    assert torch.equal(results[0][0], results[1][0])
-    assert torch.equal(results[0][1], results[1][1])
+    assert_same_greedy_decoding((_upto(_V2_6), None))
 
 
 @pytest.mark.parametrize("adapter", [head_padding, stick_align_padding], ids=["head", "align"])
 def test_same_values_as_stock_on_the_cpu_and_rollback_is_exact(adapter: Any) -> None:
-    stock, model = _llama(), _llama()
-    assert adapter.matches(model)
-    edit = apply(adapter, model)
-    assert _stick_layout_chain_v2.KIND in enabled(model)
-    assert torch.equal(prompt_logits(model), prompt_logits(stock))
-    assert model.state_dict().keys() == stock.state_dict().keys()
-    edit.rollback()
-    assert enabled(model) == {}
-    assert_rollback_exact(adapter, _llama(), prompt_logits)
+    assert_stock_on_the_cpu_and_exact_rollback(adapter, _stick_layout_chain_v2.KIND)
 
 
 def test_both_adapters_share_one_chain_with_views_as_first() -> None:
