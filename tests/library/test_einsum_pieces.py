@@ -168,6 +168,26 @@ def assert_adapted_is_stock(version: Any, build: Any, inputs: Any) -> None:
     assert model.state_dict().keys() == stock.state_dict().keys()
 
 
+def assert_not_matched_without_einsum(version: Any) -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    assert not version.matches(model)
+    with pytest.raises(ValueError, match="einsum-pieces does not apply to Sequential"):
+        apply(version, model)
+
+
+def assert_exact_rollback(version: Any, *decoders: nn.Module, inputs: Any) -> None:
+    """Rollback of ``version`` is exact on XLNet and on each of ``decoders`` (fed
+    ``inputs()``)."""
+    assert_rollback_exact(version, xlnet(), _logits)
+
+    def probe(m: nn.Module) -> torch.Tensor:
+        with torch.no_grad():
+            return m(*inputs())  # type: ignore[no-any-return]
+
+    for decoder in decoders:
+        assert_rollback_exact(version, decoder, probe)
+
+
 def test_xlnet_is_the_stock_model_on_the_cpu() -> None:
     stock, adapted = xlnet(), xlnet()
     shapes = {key: tuple(value.shape) for key, value in stock.state_dict().items()}

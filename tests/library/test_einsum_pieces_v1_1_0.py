@@ -7,10 +7,14 @@ einsum is not matched, rollback is exact."""
 
 from __future__ import annotations
 
-import pytest
 import torch
-from library_models import apply, assert_rollback_exact, assert_stops_then_runs, decorated
-from test_einsum_pieces import _logits, assert_adapted_is_stock, assert_xlnet_is_stock, xlnet
+from library_models import assert_stops_then_runs, decorated
+from test_einsum_pieces import (
+    assert_adapted_is_stock,
+    assert_exact_rollback,
+    assert_not_matched_without_einsum,
+    assert_xlnet_is_stock,
+)
 from torch import nn
 
 from spyre_adapters.library.einsum_pieces import adapter as v1_0
@@ -60,17 +64,8 @@ def test_xlnet_is_the_stock_model_on_the_cpu() -> None:
 
 
 def test_a_model_without_einsum_is_not_matched() -> None:
-    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
-    assert not adapter.matches(model)
-    with pytest.raises(ValueError, match="einsum-pieces does not apply to Sequential"):
-        apply(adapter, model)
+    assert_not_matched_without_einsum(adapter)
 
 
 def test_rollback_is_exact() -> None:
-    assert_rollback_exact(adapter, xlnet(), _logits)
-
-    def probe(m: nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(*_inputs())  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, _decoder(), probe)
+    assert_exact_rollback(adapter, _decoder(), inputs=_inputs)

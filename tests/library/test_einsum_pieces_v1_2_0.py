@@ -14,8 +14,13 @@ from typing import Any
 
 import pytest
 import torch
-from library_models import PROMPT, apply, assert_rollback_exact, assert_stops_then_runs, causal_lm
-from test_einsum_pieces import _logits, assert_adapted_is_stock, assert_xlnet_is_stock, xlnet
+from library_models import PROMPT, assert_stops_then_runs, causal_lm
+from test_einsum_pieces import (
+    assert_adapted_is_stock,
+    assert_exact_rollback,
+    assert_not_matched_without_einsum,
+    assert_xlnet_is_stock,
+)
 from torch import nn
 
 import spyre_adapters
@@ -110,21 +115,11 @@ def test_helpers_are_followed_down_to_the_depth_limit_only() -> None:
 
 
 def test_a_model_without_einsum_is_not_matched() -> None:
-    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
-    assert not adapter.matches(model)
-    with pytest.raises(ValueError, match="einsum-pieces does not apply to Sequential"):
-        apply(adapter, model)
+    assert_not_matched_without_einsum(adapter)
 
 
 def test_rollback_is_exact() -> None:
-    assert_rollback_exact(adapter, xlnet(), _logits)
-
-    def probe(m: nn.Module) -> torch.Tensor:
-        with torch.no_grad():
-            return m(*_inputs())  # type: ignore[no-any-return]
-
-    assert_rollback_exact(adapter, _decoder(), probe)
-    assert_rollback_exact(adapter, _decoder("kernel"), probe)
+    assert_exact_rollback(adapter, _decoder(), _decoder("kernel"), inputs=_inputs)
 
 
 def _mamba2() -> nn.Module:  # heads of 16, state 16: the scan's einsum splits 256 into 16 x 16
