@@ -24,10 +24,10 @@ is matched alike.
 from __future__ import annotations
 
 import types
-import weakref
 
 from torch import nn
 
+from spyre_adapters.library._class_answers import ClassAnswers
 from spyre_adapters.library._global_rebinding import _chain, code_mentions, forward_function
 from spyre_adapters.library._mode_scoped_forward import ForwardSelector, ModeScopedForward
 from spyre_adapters.library.einsum_pieces import _ADAPTED_CODE, EinsumPieces, _codes
@@ -79,30 +79,23 @@ def _helper(value: object) -> types.FunctionType | None:
     return None
 
 
-_CLASSES: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
-
-
 def _class_reaches(cls: type, name: str) -> bool:
     """Whether ``cls`` or a base outside ``torch.nn`` defines a function that reaches
-    ``name`` (see :func:`reaches`); the einsum answer is kept per class, as a model holds
-    many instances of a few classes and every preparation asks again."""
-    if name == _NAME and cls in _CLASSES:
-        return _CLASSES[cls]
+    ``name`` (see :func:`reaches`)."""
     seen: set[types.FunctionType] = set()
-    found = False
     for klass in cls.__mro__:
         if klass.__module__.startswith("torch.") or klass is object:
             continue
         for value in vars(klass).values():
             fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
             if isinstance(fn, types.FunctionType) and _reaches(fn, name, DEPTH, seen):
-                found = True
-                break
-        if found:
-            break
-    if name == _NAME:
-        _CLASSES[cls] = found
-    return found
+                return True
+    return False
+
+
+#: The einsum answer per class: a model holds many instances of a few classes, and every
+#: preparation asks again.
+_class_reaches_einsum = ClassAnswers(lambda cls: _class_reaches(cls, _NAME))
 
 
 class EinsumPiecesV12(ModeScopedForward):
@@ -119,7 +112,7 @@ class EinsumPiecesV12(ModeScopedForward):
                 return False  # 1.0 or 1.1 bound it already
             return (
                 code_mentions(fn, _NAME)
-                or _class_reaches(type(module), _NAME)
+                or _class_reaches_einsum(type(module))
                 or reaches(fn, _NAME)
             )
 
