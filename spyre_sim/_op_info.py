@@ -28,6 +28,7 @@ class OpInfo:
     __slots__ = (
         "cache",
         "call",
+        "dropout",
         "fresh",
         "is_view",
         "mutated",
@@ -99,6 +100,9 @@ class OpInfo:
         if kernel is not None:
             self.call = kernel.call
             self.rounds = not kernel.rounds_itself
+        #: ``(position, name)`` of the ``dropout_p`` argument of an op whose only random draw
+        #: is that dropout (attention), or None
+        self.dropout = _wide_arithmetic.dropout_argument(func)
         #: the dtype fp16 operands are computed in (one DL16 rounding of the result), or None
         self.wide = _wide_arithmetic.width(self, func)
         self.cache: dict[Any, Verdict] = {}

@@ -51,7 +51,16 @@ from spyre_sim.numerics import DL16_HOST_MAX, round_wide_held
 if TYPE_CHECKING:
     from spyre_sim._op_info import OpInfo
 
-__all__ = ["ACCUMULATING", "EXACT_LIMIT", "PER_SAMPLE", "RANGE_LIMIT", "call", "fused", "width"]
+__all__ = [
+    "ACCUMULATING",
+    "EXACT_LIMIT",
+    "PER_SAMPLE",
+    "RANGE_LIMIT",
+    "call",
+    "dropout_argument",
+    "fused",
+    "width",
+]
 
 #: The emulator limit counted when a result the device holds lies beyond what the fp16 host
 #: tensors hold (see :func:`_note_range`).
@@ -123,7 +132,6 @@ PER_SAMPLE = frozenset(
 EXACT_LIMIT = 1 << 18
 
 _REFUSED: set[str] = set()  # ops whose wide form the host refused: computed as before
-_DROPOUT: dict[str, tuple[int, str]] = {}  # random ops whose draw is a dropout: its argument
 
 
 def width(info: OpInfo, func: Any) -> torch.dtype | None:
@@ -138,11 +146,8 @@ def width(info: OpInfo, func: Any) -> torch.dtype | None:
         return None  # only the plain in-place form: one input written and returned
     if torch.Tag.inplace_view in func.tags:
         return None
-    if torch.Tag.nondeterministic_seeded in func.tags:
-        dropout = _dropout_argument(func)
-        if dropout is None:
-            return None
-        _DROPOUT[info.name] = dropout  # wide when the call draws nothing (dropout_p == 0)
+    if torch.Tag.nondeterministic_seeded in func.tags and info.dropout is None:
+        return None  # wide only when its one draw is a dropout that draws nothing (call)
     return torch.float64 if info.packet in ACCUMULATING else torch.float32
 
 
@@ -152,10 +157,10 @@ def fused(info: OpInfo) -> bool:
     2026.07). Where a release runs it decomposed (the math path, 2026.03 to 2026.05: QK^T,
     softmax, V, each result stored), the host's kernel computes it as before: the emulator
     does not reproduce the math path's three roundings."""
-    return info.name in _DROPOUT
+    return info.dropout is not None
 
 
-def _dropout_argument(func: Any) -> tuple[int, str] | None:
+def dropout_argument(func: Any) -> tuple[int, str] | None:
     """``(position, name)`` of the ``dropout_p`` argument of an op whose only random draw is
     that dropout (attention), else ``None``."""
     for index, argument in enumerate(func._schema.arguments):
@@ -164,9 +169,9 @@ def _dropout_argument(func: Any) -> tuple[int, str] | None:
     return None
 
 
-def _draws(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> bool:
-    """Whether this call of an op with a ``dropout_p`` argument drops anything."""
-    index, name = _DROPOUT[info.name]
+def _draws(dropout: tuple[int, str], hargs: list[Any], hkwargs: dict[str, Any]) -> bool:
+    """Whether this call of an op with the ``dropout_p`` argument ``dropout`` drops anything."""
+    index, name = dropout
     p = hargs[index] if 0 <= index < len(hargs) else hkwargs.get(name, 0.0)
     return bool(p)
 
@@ -180,7 +185,7 @@ def call(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
         return NotImplemented
     if info.mutated and not _is_half(hargs[info.mutated[0]]):
         return NotImplemented
-    if _DROPOUT and info.name in _DROPOUT and _draws(info, hargs, hkwargs):
+    if info.dropout is not None and _draws(info.dropout, hargs, hkwargs):
         return NotImplemented  # a random draw: the host's kernel, as for other random ops
     positional = _half_operands(hargs)
     keyword = _half_operands(hkwargs.values()) if hkwargs else 0
