@@ -114,7 +114,7 @@ def choose_candidate(
     from spyre_sim.catalogue import GapState
 
     bf16 = release.gap_states.get("bf16") is GapState.CLOSED
-    checked = [*samples, *variants(samples[0], bf16=bf16)] if samples else []
+    checked = [*samples, *variants(samples[0], bf16=bf16, op=op)] if samples else []
     verdicts = []
     for kind in only if only is not None else available(op):
         verdict = validate(op, kind, checked, release, layout_checks=layout_checks)

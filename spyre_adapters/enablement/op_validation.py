@@ -9,7 +9,10 @@ each result with the CPU kernel of the op on the same values:
   ``spyre-adapters bridge`` when the op stopped the model);
 - **variants** of the first one (:func:`variants`): the same shapes with fresh random values,
   with special values (zeros, signed zeros, the extremes of the range, infinities, NaN, ties),
-  every size above one doubled, every such size plus one, another dtype (bfloat16 for
+  every size above one doubled, every such size plus one, for a call with a scalar argument
+  that sets a size (``bins``, ``minlength``, ``k``, a kernel size) every integer of the call
+  moved up by :data:`SHIFT` (:func:`shifted_sizes`: a tester's 4 experts become a real
+  model's 64), another dtype (bfloat16 for
   half-precision inputs where the release stores it, int64 for int32 inputs), and, for a call
   of several tensors, each 1-D one left empty (a table with no entries).
 
@@ -57,6 +60,7 @@ __all__ = [
     "Verdict",
     "describe",
     "sample_of",
+    "shifted_sizes",
     "validate",
     "variants",
 ]
@@ -268,11 +272,14 @@ def _sizes(tensors: Sequence[torch.Tensor], grow: Callable[[int], int]) -> dict[
     return {size: grow(size) for t in tensors for size in t.shape if size > 1}
 
 
-def variants(sample: Sample, *, seed: int = 0, bf16: bool = True) -> list[Sample]:
+def variants(
+    sample: Sample, *, seed: int = 0, bf16: bool = True, op: OpOverload | None = None
+) -> list[Sample]:
     """Other inputs for the same call (see the module docstring). Sizes are changed
     consistently across the tensors (every dimension of size ``s > 1`` becomes ``f(s)``), so
     shapes that must agree keep agreeing; integer values stay within the range of the
-    captured ones (indices stay valid, offsets stay sorted)."""
+    captured ones (indices stay valid, offsets stay sorted). Given the ``op``, a call with
+    size-setting scalar arguments also gets :func:`shifted_sizes`."""
     generator = torch.Generator().manual_seed(seed)
     tensors = _tensors(sample)
     if not tensors:
@@ -289,6 +296,9 @@ def variants(sample: Sample, *, seed: int = 0, bf16: bool = True) -> list[Sample
     for label, grow in (("sizes doubled", lambda s: 2 * s), ("sizes + 1", lambda s: s + 1)):
         sizes = _sizes(tensors, grow)
         out.append(_remap(sample, label, lambda t, sizes=sizes: fresh(t, sizes)))  # type: ignore[misc]
+    shifted = shifted_sizes(sample, op, generator) if op is not None else None
+    if shifted is not None:
+        out.append(shifted)
     if bf16 and any(t.dtype is torch.float16 for t in tensors):
         out.append(
             _remap(
@@ -316,6 +326,138 @@ def variants(sample: Sample, *, seed: int = 0, bf16: bool = True) -> list[Sample
                     _remap(sample, label, lambda t, e=table: t[:0].clone() if t is e else fresh(t))  # type: ignore[misc]
                 )
     return out
+
+
+#: How far :func:`shifted_sizes` moves every integer of at least 2: a tester's 4 experts become
+#: 64, a real model's count.
+SHIFT = 60
+#: The most elements a shifted call may hold (all its tensors together); a larger one is not
+#: made.
+SHIFT_BUDGET = 1 << 23
+#: Scalar arguments that name a dimension, a dtype or a mode rather than set a size; never
+#: shifted.
+_NOT_SIZES = frozenset(
+    {
+        "dim",
+        "dims",
+        "dim0",
+        "dim1",
+        "start_dim",
+        "end_dim",
+        "dimension",
+        "axis",
+        "dtype",
+        "out_dtype",
+        "layout",
+        "memory_format",
+        "reduction",
+        "ignore_index",
+        "blank",
+        "padding_idx",
+        "exponent",
+        "decimals",
+        "correction",
+        "p",
+        "offset",
+    }
+)
+
+
+def _shift(value: int) -> int:
+    return value + SHIFT if value >= 2 else value
+
+
+def _is_size(value: Any) -> bool:
+    """An integer scalar (or an integer-valued float one) of at least 2."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 2
+    if isinstance(value, float):
+        return math.isfinite(value) and value == int(value) and value >= 2
+    if isinstance(value, (list, tuple)):
+        return any(_is_size(v) for v in value)
+    return False
+
+
+def _shift_scalar(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return _shift(value)
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return float(_shift(int(value)))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_shift_scalar(v) for v in value)
+    return value
+
+
+def _integral(value: torch.Tensor) -> bool:
+    """Integers, or floating-point values that are all whole numbers (ids held as floats)."""
+    if value.dtype is torch.bool or value.is_complex():
+        return False
+    if not value.is_floating_point():
+        return True
+    finite = value[torch.isfinite(value)]
+    return bool(finite.numel()) and bool((finite == finite.round()).all())
+
+
+def _shift_tensor(value: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Every size of at least 2 shifted; whole-number values shifted the same way (ids and
+    offsets stay in range and in order), other values drawn afresh."""
+    shape = [_shift(s) for s in value.shape]
+    if not _integral(value) or not value.numel():
+        return _fresh(value, shape, generator)
+    flat = value.reshape(-1).to(torch.float64)
+    picks = torch.randint(0, flat.numel(), (math.prod(shape),), generator=generator)
+    if value.dim() >= 1 and value.numel() > 1 and bool((value.diff(dim=-1) >= 0).all()):
+        # offsets: sorted again, and the last one keeps its place (the end of the rows)
+        drawn = flat[picks].reshape(shape).sort(dim=-1).values
+        drawn[..., -1] = float(flat[-1])
+    else:
+        drawn = flat[picks].reshape(shape)
+    moved = torch.where(drawn >= 2, drawn + SHIFT, drawn)
+    return moved.to(value.dtype)
+
+
+def shifted_sizes(
+    sample: Sample, op: OpOverload, generator: torch.Generator | None = None
+) -> Sample | None:
+    """The call as a larger model makes it: every integer of at least 2 -- each dimension,
+    each size-setting scalar argument (``bins``, ``minlength``, ``k``, kernel sizes; not the
+    ones that name a dimension, a dtype or a mode, :data:`_NOT_SIZES`) and each whole-number
+    value of a tensor -- moved up by :data:`SHIFT`. A shift keeps differences, so the
+    relations a tester's call holds keep holding (``max = bins - 1``, ids below the expert
+    count, offsets ending at the row count), while the values reach those of real
+    configurations: ``histc(ids, bins=4, min=0, max=3)`` becomes ``bins=64, max=63`` with ids
+    up to 63. ``None`` when the call has no size-setting scalar (the size variants cover it) or
+    the shifted call would hold more than :data:`SHIFT_BUDGET` elements."""
+    generator = generator or torch.Generator().manual_seed(0)
+    names = [argument.name for argument in op._schema.arguments]
+    positional = [names[i] if i < len(names) else "" for i, value in enumerate(sample.args)]
+    sized = [
+        name not in _NOT_SIZES and _is_size(value)
+        for name, value in [*zip(positional, sample.args, strict=True), *sample.kwargs.items()]
+        if not isinstance(value, torch.Tensor)
+    ]
+    if not any(sized):
+        return None
+    tensors = _tensors(sample)
+    if sum(math.prod(_shift(s) for s in t.shape) for t in tensors) > SHIFT_BUDGET:
+        return None
+
+    def move(name: str, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return _shift_tensor(value, generator)
+        if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+            return type(value)(move(name, v) for v in value)  # index lists: tensors and None
+        if name in _NOT_SIZES:
+            return value
+        return _shift_scalar(value)
+
+    args = tuple(move(name, value) for name, value in zip(positional, sample.args, strict=True))
+    kwargs = {name: move(name, value) for name, value in sample.kwargs.items()}
+    return Sample(f"sizes + {SHIFT}", args, kwargs)
 
 
 # -- comparison --------------------------------------------------------------------------------

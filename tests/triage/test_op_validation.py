@@ -9,7 +9,13 @@ import pytest
 import torch
 
 import spyre_sim
-from spyre_adapters.enablement.op_validation import TOLERANCE, Sample, validate, variants
+from spyre_adapters.enablement.op_validation import (
+    TOLERANCE,
+    Sample,
+    shifted_sizes,
+    validate,
+    variants,
+)
 
 A = torch.ops.aten
 R = spyre_sim.resolve_stack("2026.09")
@@ -166,3 +172,47 @@ def test_bfloat16_variant_only_where_the_release_stores_it() -> None:
     sample = captured(torch.randn(4, 64).half())
     assert "bfloat16" in [v.label for v in variants(sample)]
     assert "bfloat16" not in [v.label for v in variants(sample, bf16=False)]
+
+
+def test_a_rewrite_validated_at_four_experts_is_rejected_at_a_real_expert_count() -> None:
+    """histc's rewrite counts exactly up to 33 bins and miscounts from 34 on (DL16 rounds
+    ``62 * 64 / 63`` to 63): the tester's four-expert call alone passes it; its variant with
+    the size arguments shifted (64 bins, ids up to 63) rejects it, and the host holds."""
+    ids = torch.tensor([0, 3, 1, 2, 2, 0, 1, 3, 3, 1, 0, 2, 1, 1, 0, 3], dtype=torch.int32)
+    sample = captured(ids, 4, 0, 3)
+    assert validate(A.histc.default, "rewrite", [sample, *variants(sample)], R).holds
+    tried = [sample, *variants(sample, op=A.histc.default)]
+    wrong = validate(A.histc.default, "rewrite", tried, R)
+    assert not wrong.holds
+    assert wrong.reason.startswith("mismatch on sizes + 60 (int32[76], 64, 0, 63)")
+    assert validate(A.histc.default, "host", tried, R).holds
+
+
+def test_shifted_sizes_keep_the_relations_of_the_call() -> None:
+    """Every integer of at least 2 moves up by the same amount: ``max = bins - 1`` still holds,
+    ids stay below the bin count, sorted offsets stay sorted and end at the row count; an
+    argument that names a dimension does not move; a call without a size-setting scalar gets
+    no such variant."""
+    ids = torch.tensor([0, 3, 1, 2], dtype=torch.int32)
+    histc = shifted_sizes(captured(ids, 4, 0, 3), A.histc.default)
+    assert histc is not None
+    values, bins, low, high = histc.args
+    assert (bins, low, high) == (64, 0, 63)
+    assert values.shape == (64,)
+    assert set(values.tolist()) <= {0, 1, 62, 63}
+    offsets = torch.tensor([3, 5, 5, 16], dtype=torch.int32)
+    rows = torch.randn(16, 64).half()
+    weights = torch.randn(4, 64, 8).half()
+    grouped = shifted_sizes(captured(rows, weights, offsets), A._grouped_mm.default)
+    assert grouped is None  # sizes are only in the tensors: the size variants cover it
+    topk = shifted_sizes(captured(torch.randn(4, 8).half(), 2, 1), A.topk.default)
+    assert topk is not None
+    assert topk.signature == "float16[64, 68], 62, 1"
+    assert shifted_sizes(captured(torch.randn(4, 8).half()), A.isinf.default) is None
+    bincount = shifted_sizes(
+        Sample("captured", (torch.tensor([0, 5, 2]),), {"minlength": 6}, captured=True),
+        A.bincount.default,
+    )
+    assert bincount is not None
+    assert bincount.kwargs == {"minlength": 66}
+    assert int(bincount.args[0].max()) <= 65
