@@ -44,7 +44,7 @@ from spyre_adapters.enablement.captured import (
     capture_label,
     write_capture,
 )
-from spyre_adapters.enablement.op_validation import Sample, describe, sample_of
+from spyre_adapters.enablement.op_samples import Sample, describe, sample_of
 from spyre_adapters.library.op_bridge import observe, op_name
 from spyre_sim import SpyreLayoutError, SpyreLoweringError, in_model_scope
 

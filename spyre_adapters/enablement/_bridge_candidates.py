@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from spyre_adapters.enablement.op_validation import Sample, Verdict, sample_of, validate, variants
+from spyre_adapters.enablement.op_samples import Sample, sample_of, variants
+from spyre_adapters.enablement.op_validation import Verdict, validate
 from spyre_adapters.library.op_bridge import available, op_name
 
 if TYPE_CHECKING:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from spyre_adapters.enablement.op_validation import Sample, Verdict
+from spyre_adapters.enablement.op_samples import Sample
+from spyre_adapters.enablement.op_validation import Verdict
 from spyre_adapters.enablement.results import DeviceRun
 
 __all__ = ["BridgeResult", "BridgedOp", "Unbridged"]

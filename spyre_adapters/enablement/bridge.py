@@ -51,7 +51,8 @@ from spyre_adapters.enablement._bridge_candidates import (
 )
 from spyre_adapters.enablement._bridge_results import BridgedOp, BridgeResult, Unbridged
 from spyre_adapters.enablement.device_runs import run_on_device, step_past
-from spyre_adapters.enablement.op_validation import Sample, sample_of, validate
+from spyre_adapters.enablement.op_samples import Sample, sample_of
+from spyre_adapters.enablement.op_validation import validate
 from spyre_adapters.enablement.results import DeviceRun, RunError
 from spyre_adapters.library.op_bridge import observe, op_name, resolve_op
 from spyre_adapters.library.op_bridge_v2 import OpBridge

@@ -49,7 +49,7 @@ from spyre_adapters.errors import SpyreAdaptersError
 
 if TYPE_CHECKING:
     from spyre_adapters.enablement.generation import GeneratedBridge
-    from spyre_adapters.enablement.op_validation import Sample
+    from spyre_adapters.enablement.op_samples import Sample
     from spyre_adapters.stacks import CatalogueLike
     from spyre_sim.catalogue import Release
 
@@ -198,7 +198,7 @@ def load_captures(directories: Sequence[Path]) -> dict[str, CapturedOp]:
     the samples of distinct signatures in the order met (files sorted by name), the tests,
     model types and releases. A folder without capture files is an error (a typo must not
     plan nothing silently)."""
-    from spyre_adapters.enablement.op_validation import Sample
+    from spyre_adapters.enablement.op_samples import Sample
 
     merged: dict[str, dict[str, Any]] = {}
     for directory in directories:
@@ -262,7 +262,7 @@ def read_sample_file(path: Path) -> tuple[str, list[Sample]]:
     """The op and the captured samples :func:`write_sample_file` kept."""
     import torch
 
-    from spyre_adapters.enablement.op_validation import Sample
+    from spyre_adapters.enablement.op_samples import Sample
 
     body = torch.load(path, weights_only=True)
     if not isinstance(body, dict) or body.get("schema_version") != SCHEMA_VERSION:

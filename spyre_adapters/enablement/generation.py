@@ -32,7 +32,8 @@ import tomli_w
 from spyre_adapters.errors import SpyreAdaptersError
 
 if TYPE_CHECKING:
-    from spyre_adapters.enablement.op_validation import Sample, Verdict
+    from spyre_adapters.enablement.op_samples import Sample
+    from spyre_adapters.enablement.op_validation import Verdict
     from spyre_adapters.stacks import CatalogueLike
     from spyre_sim.catalogue import Release
 

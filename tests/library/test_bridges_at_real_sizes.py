@@ -18,7 +18,8 @@ import torch
 
 import spyre_sim
 from spyre_adapters import build_registry, builtin
-from spyre_adapters.enablement.op_validation import Sample, validate
+from spyre_adapters.enablement.op_samples import Sample
+from spyre_adapters.enablement.op_validation import validate
 from spyre_adapters.library.op_bridge import resolve_op
 from spyre_adapters.lifecycle import Lifecycle
 

@@ -9,13 +9,8 @@ import pytest
 import torch
 
 import spyre_sim
-from spyre_adapters.enablement.op_validation import (
-    TOLERANCE,
-    Sample,
-    shifted_sizes,
-    validate,
-    variants,
-)
+from spyre_adapters.enablement.op_samples import Sample, shifted_sizes, variants
+from spyre_adapters.enablement.op_validation import TOLERANCE, validate
 
 A = torch.ops.aten
 R = spyre_sim.resolve_stack("2026.09")
