@@ -33,6 +33,13 @@ of an image, say); a config that refuses one key/value head is built with one pe
 (the result's ``attempt`` says which of the kind's sizes in the JSON ran). A composite config
 that does not build is a ``cpu-error``.
 
+``--generate`` (causal LMs) also decodes 10 greedy tokens of a batch of two on both sides: the
+prompt, and the prompt with its first three tokens as left padding (cache, masks and position
+ids as a served batch has them). The tokens must agree up to the first step where the CPU's
+two best scores are a tie (:func:`spyre_adapters.agreement.decoding`); the line shows each
+row (``same 10 tokens``, ``differs at step 4 (a tie)``), and a row that differs elsewhere
+makes the type a ``mismatch``.
+
 Outcomes per type: ``match`` (cosine of the logits above 0.99), ``mismatch`` (it ran, the
 numbers differ: a silent wrong answer unless the run counted a miscompile or an emulator
 limit, which the line then names), ``raise`` (the device or an adapter raised: the error's
@@ -43,6 +50,7 @@ below fp16's smallest normal, as the activations of deep random CNNs such as Mob
 
     python benchmarks/probe_odd_sizes.py --stack 2026.09 --json probe.json
     python benchmarks/probe_odd_sizes.py --types llama,beam,ergo
+    python benchmarks/probe_odd_sizes.py --generate --types llama,qwen2,mamba
     python benchmarks/probe_odd_sizes.py --kind masked-lm,image-classification --types bert,vit
 """
 
@@ -396,8 +404,58 @@ def _cap_memory(gib: float) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
-def _one(kind: Kind, model_type: str, stack: str) -> dict[str, Any]:
-    """The probe of one type of ``kind``, in this process."""
+#: New tokens of the greedy decoding ``--generate`` compares.
+DECODE_STEPS = 10
+
+
+class CpuDecode(NamedTuple):
+    """A greedy decoding on the CPU: the batch it started from (the prompt, and the prompt
+    with its first three tokens as left padding), the scores of each step and the new
+    tokens."""
+
+    feed: dict[str, Tensor]
+    scores: tuple[Tensor, ...]
+    tokens: Tensor
+
+
+def _decode_feed(inputs: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    import torch
+
+    ids = inputs["input_ids"]
+    padded = ids.clone()
+    padded[:, :3] = SIZES["pad_token_id"]
+    mask = torch.ones_like(ids)
+    return {
+        "input_ids": torch.cat([ids, padded]),
+        "attention_mask": torch.cat([mask, (torch.arange(ids.shape[1]) >= 3).long()[None]]),
+    }
+
+
+def _generate(model: Any, feed: Mapping[str, Tensor], **extra: Any) -> Any:
+    import torch
+
+    with torch.no_grad():
+        return model.generate(
+            **feed,
+            max_new_tokens=DECODE_STEPS,
+            min_new_tokens=DECODE_STEPS,
+            do_sample=False,
+            pad_token_id=SIZES["pad_token_id"],
+            **extra,
+        )
+
+
+def _cpu_decode(model: Any, inputs: Mapping[str, Tensor]) -> CpuDecode:
+    feed = _decode_feed(inputs)
+    out = _generate(model, feed, output_scores=True, return_dict_in_generate=True)
+    prompt = feed["input_ids"].shape[1]
+    return CpuDecode(feed, tuple(out.scores), out.sequences[:, prompt:])
+
+
+def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dict[str, Any]:
+    """The probe of one type of ``kind``, in this process; with ``generate`` (causal LMs), also
+    a greedy decoding of a batch with a left-padded row, judged by
+    :func:`spyre_adapters.agreement.decoding`."""
     import warnings
 
     warnings.simplefilter("ignore")
@@ -405,6 +463,7 @@ def _one(kind: Kind, model_type: str, stack: str) -> dict[str, Any]:
 
     import spyre_adapters
     import spyre_sim
+    from spyre_adapters.agreement import decoding
     from spyre_adapters.enablement.families import judge_reference
     from spyre_sim import telemetry
 
@@ -422,6 +481,12 @@ def _one(kind: Kind, model_type: str, stack: str) -> dict[str, Any]:
     unjudgeable = judge_reference(expected, "logits")
     if unjudgeable is not None:  # a reference no fp16 run can match: nothing to compare
         return {**result, "outcome": "cpu-error", "detail": unjudgeable}
+    decode = None
+    if generate:
+        try:
+            decode = _cpu_decode(model, inputs)
+        except Exception as error:  # a model that cannot generate on the CPU: forward only
+            result["decode"] = [f"not on the CPU: {type(error).__name__}: {error}"[:200]]
     try:
         with spyre_sim.use_stack(stack):
             spyre_adapters.prepare(model, stack)
@@ -433,6 +498,10 @@ def _one(kind: Kind, model_type: str, stack: str) -> dict[str, Any]:
             with torch.no_grad():
                 feed = {name: value.to("spyre") for name, value in inputs.items()}
                 got = model(**feed).logits.cpu().float()
+            if decode is not None:
+                on_device = {name: value.to("spyre") for name, value in decode.feed.items()}
+                prompt = decode.feed["input_ids"].shape[1]
+                tokens = _generate(model, on_device).cpu()[:, prompt:]
             snapshot = telemetry.snapshot()
     except Exception as error:  # the device's or an adapter's error is the outcome
         detail = f"{type(error).__name__}: {error}".splitlines()[0][:300]
@@ -443,6 +512,11 @@ def _one(kind: Kind, model_type: str, stack: str) -> dict[str, Any]:
     result["miscompiles"] = sorted(snapshot.miscompiles)
     result["emulator_limits"] = sorted(snapshot.emulator_limits)
     result["outcome"] = "match" if cosine > 0.99 else "mismatch"
+    if decode is not None:
+        rows = decoding(decode.scores, decode.tokens, tokens)
+        result["decode"] = [row.describe() for row in rows]
+        if not all(row.matches for row in rows):
+            result["outcome"] = "mismatch"
     return result
 
 
@@ -462,6 +536,7 @@ def _worker(args: argparse.Namespace, kind: Kind, model_type: str) -> dict[str, 
     """The result of probing one type in a process of its own."""
     cmd = [sys.executable, __file__, "--one", model_type, "--kind", kind.name]
     cmd += ["--stack", args.stack, "--memory", str(args.memory)]
+    cmd += ["--generate"] if args.generate else []
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -498,6 +573,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per type")
     parser.add_argument("--memory", type=float, default=MEMORY_GIB, help="GiB of data per type")
     parser.add_argument("--json", type=Path, help="write every result here")
+    parser.add_argument(
+        "--generate",
+        action="store_true",
+        help=f"causal LMs: also compare {DECODE_STEPS} greedy tokens of a batch with a "
+        "left-padded row (tokens must agree up to a tie)",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a worker's own type
     args = parser.parse_args()
     names = _kind_names(args.kind)
@@ -507,7 +588,8 @@ def main() -> int:
     kinds = [KINDS[name] for name in names]
     if args.one:
         _cap_memory(args.memory)
-        print(json.dumps(_one(kinds[0], args.one, args.stack)))
+        generate = args.generate and kinds[0].name == "causal-lm"
+        print(json.dumps(_one(kinds[0], args.one, args.stack, generate)))
         return 0
     named = args.types.split(",") if args.types else None
     mapped = {kind.name: _types(kind) for kind in kinds}
@@ -520,7 +602,7 @@ def main() -> int:
     for kind, model_type in runs:
         result = _worker(args, kind, model_type)
         results.append(result)
-        keys = ("cosine", "gap", "miscompiles", "emulator_limits")
+        keys = ("cosine", "decode", "gap", "miscompiles", "emulator_limits")
         shown = {k: result[k] for k in keys if result.get(k) not in (None, [])}
         print(f"{model_type:28s} {kind.name:22s} {result['outcome']:9s} {shown or ''}", flush=True)
     print()

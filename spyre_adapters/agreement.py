@@ -16,6 +16,11 @@ float64:
 ``matches`` (how real teams judge "it works" on the device): cosine >= :data:`MIN_COSINE`, and
 for logits the CPU's greedy token at every scored position.
 
+:func:`decoding` judges a greedy generation the same way, step by step: the device's tokens
+must be the CPU's until the first step where the CPU's two best scores are a tie; from a tie
+that the device decides otherwise on, the two continue from different text and are not
+compared further.
+
 ``positions`` (a boolean mask over the leading dims of the output, e.g. ``[batch, sequence]``)
 restricts the comparison to the positions that carry meaning: :func:`padding_positions` gives
 it from a model's inputs, so that padded positions (attention mask 0) are not compared. Their
@@ -28,7 +33,7 @@ attention implementations only at unpadded positions for the same reason.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -37,7 +42,9 @@ __all__ = [
     "MIN_COSINE",
     "TIE_MARGIN",
     "Comparison",
+    "Decoding",
     "compare",
+    "decoding",
     "facts",
     "padding_positions",
 ]
@@ -158,6 +165,59 @@ def compare(
         scored=n_scored,
         criterion=f"greedy top-1 at every non-tied position and cosine >= {MIN_COSINE}",
     )
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """One row of a greedy generation on the device against the CPU's. ``compared``: the
+    steps compared; ``diverged_at``: the first step whose token differs (``None`` when none
+    does); ``at_tie``: the CPU's two best scores at that step were a tie (:data:`TIE_MARGIN`
+    of the step's score range), which any rounding may decide either way."""
+
+    compared: int
+    diverged_at: int | None = None
+    at_tie: bool = False
+
+    @property
+    def matches(self) -> bool:
+        """No token differs, or the first that does was a tie."""
+        return self.diverged_at is None or self.at_tie
+
+    def describe(self) -> str:
+        """``same 12 tokens``, ``differs at step 3 (a tie)``, ``differs at step 3``."""
+        if self.diverged_at is None:
+            return f"same {self.compared} tokens"
+        return f"differs at step {self.diverged_at}" + (" (a tie)" if self.at_tie else "")
+
+
+def _tied(scores: torch.Tensor) -> bool:
+    top2 = scores.topk(2).values
+    spread = max(float(scores.max() - scores.min()), 1e-12)
+    return float(top2[0] - top2[1]) <= TIE_MARGIN * spread
+
+
+def decoding(
+    cpu_scores: Sequence[torch.Tensor],
+    cpu_tokens: torch.Tensor,
+    device_tokens: torch.Tensor,
+) -> list[Decoding]:
+    """Per row, a greedy generation's new tokens on the device (``[batch, steps]``) against
+    the CPU's, with the CPU's scores of each step (``steps`` tensors ``[batch, vocab]``, as
+    ``generate(output_scores=True)`` returns them). A generation that stops early on one side
+    (an end-of-sequence token) is compared over the shorter."""
+    cpu = cpu_tokens.detach().cpu()
+    device = device_tokens.detach().cpu()
+    steps = min(cpu.shape[-1], device.shape[-1], len(cpu_scores))
+    rows = []
+    for row in range(cpu.shape[0]):
+        found = Decoding(compared=steps)
+        for step in range(steps):
+            if int(cpu[row, step]) != int(device[row, step]):
+                scores = cpu_scores[step][row].detach().cpu().to(torch.float64)
+                found = Decoding(step + 1, step, _tied(scores))
+                break
+        rows.append(found)
+    return rows
 
 
 def facts(comparison: Comparison | None) -> str:
