@@ -11,7 +11,10 @@ gets and the sizes each sets beyond the common ones:
 
 - ``causal-lm`` (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``): token ids. Every size is passed to
   the config as given, as this probe always has (a composite's constructor may route them to
-  its text config: Fuyu's does).
+  its text config: Fuyu's does); a config that does not build or run so (a composite that
+  keeps its text and vision configs at full size: Gemma 3, Llama 4, Qwen3.5) is tried again
+  with the sizes set where it or a sub-config has them, as the other kinds set them (the
+  result says ``fitted``).
 - ``masked-lm`` (``MODEL_FOR_MASKED_LM_MAPPING_NAMES``): token ids.
 - ``seq2seq-lm`` (``MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES``): token ids and decoder token
   ids of another length.
@@ -369,17 +372,29 @@ class CpuRun(NamedTuple):
     inputs: dict[str, Tensor]
     logits: Tensor
     attempt: int
+    fitted: bool
+
+
+def _tries(kind: Kind) -> list[tuple[int, dict[str, Any], bool]]:
+    """(attempt, sizes, fit) in the order tried: ``kind``'s attempts as it sets them, then,
+    for a kind that passes its sizes as given (``causal-lm``), the same attempts set only where
+    the config or a sub-config has the key (a composite config, Gemma 3's or Llama 4's, keeps
+    its text and vision configs at full size when given the sizes at its top)."""
+    tries = [(attempt, sizes, kind.fit) for attempt, sizes in enumerate(kind.attempts)]
+    if not kind.fit:
+        tries += [(attempt, sizes, True) for attempt, sizes in enumerate(kind.attempts)]
+    return tries
 
 
 def _cpu_run(kind: Kind, model_type: str) -> CpuRun:
-    """The forward of the first of ``kind``'s attempts that builds and runs on the CPU, with
-    the first of its candidate inputs the model accepts; the first error when none does."""
+    """The forward of the first of :func:`_tries` that builds and runs on the CPU, with the
+    first of its candidate inputs the model accepts; the first error when none does."""
     import torch
 
     first: Exception | None = None
-    for attempt, sizes in enumerate(kind.attempts):
+    for attempt, sizes, fit in _tries(kind):
         try:
-            config = _config(model_type, sizes, kind.fit)
+            config = _config(model_type, sizes, fit)
             model = _model(kind, model_type, config)
             candidates = kind.inputs(config, sizes, model.main_input_name)
         except Exception as error:  # any failure of the stock config or model is the outcome
@@ -388,7 +403,8 @@ def _cpu_run(kind: Kind, model_type: str) -> CpuRun:
         for inputs in candidates:
             try:
                 with torch.no_grad():
-                    return CpuRun(model, inputs, model(**inputs).logits.float(), attempt)
+                    logits = model(**inputs).logits.float()
+                return CpuRun(model, inputs, logits, attempt, fit and not kind.fit)
             except Exception as error:  # a layout the model rejects: the next one
                 first = first or error
     assert first is not None
@@ -469,7 +485,7 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
 
     result: dict[str, Any] = {"type": model_type, "kind": kind.name, "stack": stack}
     try:
-        model, inputs, expected, attempt = _cpu_run(kind, model_type)
+        model, inputs, expected, attempt, fitted = _cpu_run(kind, model_type)
     except Exception as error:  # any failure of the stock model is its outcome
         return {
             **result,
@@ -477,6 +493,8 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
             "detail": f"{type(error).__name__}: {error}"[:300],
         }
     result["attempt"] = attempt
+    if fitted:
+        result["fitted"] = True
     result["inputs"] = {name: list(value.shape) for name, value in inputs.items()}
     unjudgeable = judge_reference(expected, "logits")
     if unjudgeable is not None:  # a reference no fp16 run can match: nothing to compare
