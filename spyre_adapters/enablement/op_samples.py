@@ -46,13 +46,31 @@ class Sample:
 # -- samples -----------------------------------------------------------------------------------
 
 
+def _whole(value: Any) -> int | None:
+    """An int scalar, or a float one holding a whole number, as an int; ``None`` for any other
+    value (``bool`` included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return int(value)
+    return None
+
+
+def _sorted_rows(value: torch.Tensor) -> bool:
+    """Whether each row (last dim) of ``value`` is non-decreasing: offsets, cumulative counts,
+    sorted tables."""
+    return value.dim() >= 1 and value.numel() > 1 and bool((value.diff(dim=-1) >= 0).all())
+
+
 def _describe_value(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         dtype = str(value.dtype).removeprefix("torch.")
         return f"{dtype}{list(value.shape)}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_describe_value(v) for v in value) + "]"
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+    if isinstance(value, float) and _whole(value) is not None:
         return str(int(value))
     return repr(value) if isinstance(value, str) else str(value)
 
@@ -99,7 +117,7 @@ def _fresh(
     if value.is_complex():
         return value.new_zeros(tuple(shape))
     sizes = sizes or {}
-    monotone = value.dim() >= 1 and value.numel() > 1 and bool((value.diff(dim=-1) >= 0).all())
+    monotone = _sorted_rows(value)
     if not monotone and value.numel():
         # indices, class targets and their sentinels (-100 for "ignore"): a value between two
         # captured ones need not be valid, so the values are drawn from the captured ones
@@ -124,8 +142,7 @@ def _specials(value: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     out = value.clone()
     if out.numel() == 0 or out.dtype is torch.bool:
         return out
-    monotone = not out.is_floating_point() and out.dim() >= 1 and out.numel() > 1
-    monotone = monotone and bool((out.diff(dim=-1) >= 0).all())
+    monotone = not out.is_floating_point() and _sorted_rows(out)
     flat = out.reshape(-1)
     count = max(1, flat.numel() // 4)
     where = torch.randperm(flat.numel(), generator=generator)[:count]
@@ -265,28 +282,20 @@ def _shift(value: int) -> int:
 
 
 def _is_size(value: Any) -> bool:
-    """An integer scalar (or an integer-valued float one) of at least 2."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return value >= 2
-    if isinstance(value, float):
-        return math.isfinite(value) and value == int(value) and value >= 2
+    """A whole-number scalar (:func:`_whole`) of at least 2, or a list holding one."""
     if isinstance(value, (list, tuple)):
         return any(_is_size(v) for v in value)
-    return False
+    whole = _whole(value)
+    return whole is not None and whole >= 2
 
 
 def _shift_scalar(value: Any) -> Any:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return _shift(value)
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
-        return float(_shift(int(value)))
     if isinstance(value, (list, tuple)):
         return type(value)(_shift_scalar(v) for v in value)
-    return value
+    whole = _whole(value)
+    if whole is None:
+        return value
+    return float(_shift(whole)) if isinstance(value, float) else _shift(whole)
 
 
 def _integral(value: torch.Tensor) -> bool:
@@ -307,7 +316,7 @@ def _shift_tensor(value: torch.Tensor, generator: torch.Generator) -> torch.Tens
         return _fresh(value, shape, generator)
     flat = value.reshape(-1).to(torch.float64)
     picks = torch.randint(0, flat.numel(), (math.prod(shape),), generator=generator)
-    if value.dim() >= 1 and value.numel() > 1 and bool((value.diff(dim=-1) >= 0).all()):
+    if _sorted_rows(value):
         # offsets: sorted again, and the last one keeps its place (the end of the rows)
         drawn = flat[picks].reshape(shape).sort(dim=-1).values
         drawn[..., -1] = float(flat[-1])
@@ -331,7 +340,7 @@ def shifted_sizes(
     the shifted call would hold more than :data:`SHIFT_BUDGET` elements."""
     generator = generator or torch.Generator().manual_seed(0)
     names = [argument.name for argument in op._schema.arguments]
-    positional = [names[i] if i < len(names) else "" for i, value in enumerate(sample.args)]
+    positional = [names[i] if i < len(names) else "" for i in range(len(sample.args))]
     sized = [
         name not in _NOT_SIZES and _is_size(value)
         for name, value in [*zip(positional, sample.args, strict=True), *sample.kwargs.items()]
