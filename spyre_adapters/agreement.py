@@ -111,6 +111,15 @@ def _subsampled(keep: torch.Tensor, length: int) -> torch.Tensor | None:
     return torch.arange(length)[None, :] < reached[:, None]
 
 
+def _decided(rows: torch.Tensor) -> torch.Tensor:
+    """Per row of scores (``[N, vocab]``), whether the best is not a tie: the two best are
+    not within :data:`TIE_MARGIN` of the row's range (a row whose margin is NaN is not a tie:
+    it is judged)."""
+    top2 = rows.topk(2, dim=-1).values
+    spread = (rows.max(dim=-1).values - rows.min(dim=-1).values).clamp_min(1e-12)
+    return ~((top2[:, 0] - top2[:, 1]) <= TIE_MARGIN * spread)
+
+
 def compare(
     reference: torch.Tensor,
     output: torch.Tensor,
@@ -149,9 +158,7 @@ def compare(
         return Comparison(cosine_ok, cosine, max_abs, criterion=f"cosine >= {MIN_COSINE}")
     ref2 = ref.reshape(-1, ref.shape[-1])
     out2 = out.reshape(-1, out.shape[-1])
-    top2 = ref2.topk(2, dim=-1).values
-    spread = (ref2.max(dim=-1).values - ref2.min(dim=-1).values).clamp_min(1e-12)
-    scored = (top2[:, 0] - top2[:, 1]) > TIE_MARGIN * spread
+    scored = _decided(ref2)
     agree = ref2.argmax(dim=-1) == out2.argmax(dim=-1)
     n_scored = int(scored.sum())
     counted = agree[scored] if n_scored else agree
@@ -190,12 +197,6 @@ class Decoding:
         return f"differs at step {self.diverged_at}" + (" (a tie)" if self.at_tie else "")
 
 
-def _tied(scores: torch.Tensor) -> bool:
-    top2 = scores.topk(2).values
-    spread = max(float(scores.max() - scores.min()), 1e-12)
-    return float(top2[0] - top2[1]) <= TIE_MARGIN * spread
-
-
 def decoding(
     cpu_scores: Sequence[torch.Tensor],
     cpu_tokens: torch.Tensor,
@@ -214,7 +215,7 @@ def decoding(
         for step in range(steps):
             if int(cpu[row, step]) != int(device[row, step]):
                 scores = cpu_scores[step][row].detach().cpu().to(torch.float64)
-                found = Decoding(step + 1, step, _tied(scores))
+                found = Decoding(step + 1, step, not bool(_decided(scores[None])[0]))
                 break
         rows.append(found)
     return rows
