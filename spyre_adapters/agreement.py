@@ -113,10 +113,14 @@ def _subsampled(keep: torch.Tensor, length: int) -> torch.Tensor | None:
 
 def _decided(rows: torch.Tensor) -> torch.Tensor:
     """Per row of scores (``[N, vocab]``), whether the best is not a tie: the two best are
-    not within :data:`TIE_MARGIN` of the row's range (a row whose margin is NaN is not a tie:
-    it is judged)."""
+    not within :data:`TIE_MARGIN` of the range of the row's finite scores (a score a logits
+    processor set to ``-inf``, a suppressed end-of-sequence token, would make every range
+    infinite and every step a tie; a row whose margin is NaN is not a tie: it is judged)."""
     top2 = rows.topk(2, dim=-1).values
-    spread = (rows.max(dim=-1).values - rows.min(dim=-1).values).clamp_min(1e-12)
+    finite = torch.isfinite(rows)
+    high = rows.masked_fill(~finite, -math.inf).max(dim=-1).values
+    low = rows.masked_fill(~finite, math.inf).min(dim=-1).values
+    spread = (high - low).nan_to_num(posinf=0.0, neginf=0.0).clamp_min(1e-12)
     return ~((top2[:, 0] - top2[:, 1]) <= TIE_MARGIN * spread)
 
 

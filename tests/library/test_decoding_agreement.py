@@ -44,6 +44,15 @@ def test_a_token_that_differs_at_a_tie_matches_and_ends_the_comparison() -> None
     assert not row.matches
 
 
+def test_a_suppressed_token_does_not_make_every_step_a_tie() -> None:
+    """``min_new_tokens`` sets the end-of-sequence score to ``-inf``: the range is taken over
+    the finite scores, so a confident step stays confident."""
+    scores = [_scores([-torch.inf, 1.0, 0.0, 0.5])]
+    (row,) = decoding(scores, torch.tensor([[1]]), torch.tensor([[3]]))
+    assert row == Decoding(compared=1, diverged_at=0, at_tie=False)
+    assert not row.matches
+
+
 def test_rows_are_judged_apart_and_an_early_stop_shortens_the_comparison() -> None:
     scores = [_scores([0.0, 1.0, 0.0], [1.0, 0.0, 0.0]) for _ in range(3)]
     cpu = torch.tensor([[1, 1, 1], [0, 0, 0]])
