@@ -14,6 +14,12 @@ import pytest
 # load it here, in the outer process, before any such run.
 import torch
 
+# for the same reason, torch._dynamo (Transformers' testing_utils imports it, so an in-process
+# ``--spyre`` run may be the first to): it imports torch._inductor.test_operators, which
+# registers a TORCH_LIBRARY namespace that cannot be registered a second time when a later
+# test imports torch._dynamo again
+import torch._dynamo
+
 # the user's parse cache (spyre_adapters._user_cache) of the suite and of the processes it starts
 # lives in a folder of its own, never in the user's ~/.cache
 os.environ.setdefault("SPYRE_ADAPTERS_CACHE_DIR", tempfile.mkdtemp(prefix="spyre-adapters-cache-"))
