@@ -41,11 +41,17 @@ prompt, and the prompt with its first three tokens as left padding (cache, masks
 ids as a served batch has them). The tokens must agree up to the first step where the CPU's
 two best scores are a tie (:func:`spyre_adapters.agreement.decoding`); the line shows each
 row (``same 10 tokens``, ``differs at step 4 (a tie)``), and a row that differs elsewhere
-makes the type a ``mismatch``.
+makes the type a ``mismatch`` (or ``precision``, below).
 
-Outcomes per type: ``match`` (cosine of the logits above 0.99), ``mismatch`` (it ran, the
-numbers differ: a silent wrong answer unless the run counted a miscompile or an emulator
-limit, which the line then names), ``raise`` (the device or an adapter raised: the error's
+Outcomes per type: ``match`` (the logits agree by :func:`spyre_adapters.agreement.compare`:
+cosine at least 0.99 and the CPU's greedy token at every position the CPU decides),
+``mismatch`` (it ran, the numbers differ: a silent wrong answer unless the run counted a
+miscompile or an emulator limit, which the line then names), ``precision`` (it would be a
+mismatch, but the device decided selections inside the model, a router's top-k, between
+values within one DL16 step (``rounding_ties``: op and rows), and run again with the CPU's
+choice at those rows (``replay``, :mod:`spyre_sim.selections`) the forward and the decoding
+agree with the CPU's: rounding chose other experts, and that was the whole difference),
+``raise`` (the device or an adapter raised: the error's
 gap when it has one), ``cpu-error`` (the config does not build or run on the CPU at these
 sizes, or needs more than ``--memory`` GiB, or its logits cannot judge an fp16 run: every one
 below fp16's smallest normal, as the activations of deep random CNNs such as MobileNet vanish),
@@ -426,12 +432,13 @@ DECODE_STEPS = 10
 
 class CpuDecode(NamedTuple):
     """A greedy decoding on the CPU: the batch it started from (the prompt, and the prompt
-    with its first three tokens as left padding), the scores of each step and the new
-    tokens."""
+    with its first three tokens as left padding), the scores of each step, the new tokens and
+    the top-k choices it made (:func:`spyre_sim.selections.recording`)."""
 
     feed: dict[str, Tensor]
     scores: tuple[Tensor, ...]
     tokens: Tensor
+    choices: list[Any]
 
 
 def _decode_feed(inputs: Mapping[str, Tensor]) -> dict[str, Tensor]:
@@ -462,10 +469,55 @@ def _generate(model: Any, feed: Mapping[str, Tensor], **extra: Any) -> Any:
 
 
 def _cpu_decode(model: Any, inputs: Mapping[str, Tensor]) -> CpuDecode:
+    from spyre_sim.selections import recording
+
     feed = _decode_feed(inputs)
-    out = _generate(model, feed, output_scores=True, return_dict_in_generate=True)
+    with recording() as choices:
+        out = _generate(model, feed, output_scores=True, return_dict_in_generate=True)
     prompt = feed["input_ids"].shape[1]
-    return CpuDecode(feed, tuple(out.scores), out.sequences[:, prompt:])
+    return CpuDecode(feed, tuple(out.scores), out.sequences[:, prompt:], choices)
+
+
+def _replayed(
+    model: Any,
+    stack: str,
+    feed: Mapping[str, Tensor],
+    expected: Tensor,
+    choices: list[Any],
+    decode: CpuDecode | None,
+) -> dict[str, Any]:
+    """The device's forward (and decoding) again, with the CPU's top-k choices at the rows
+    rounding tied (:func:`spyre_sim.selections.replaying`): whether that alone makes them
+    agree with the CPU."""
+    import torch
+
+    import spyre_sim
+    from spyre_adapters.agreement import compare, decoding
+    from spyre_sim.selections import replaying
+
+    with spyre_sim.use_stack(stack), torch.no_grad():
+        with replaying(choices) as forward_replay:
+            got = model(**feed).logits.cpu().float()
+        forward = compare(expected, got, logits=True)
+        found: dict[str, Any] = {
+            "rows": forward_replay.replaced,
+            "aligned": forward_replay.aligned,
+            "cosine": round(forward.cosine, 6),
+            "matches": forward.matches and forward_replay.aligned,
+        }
+        if decode is not None:
+            on_device = {name: value.to("spyre") for name, value in decode.feed.items()}
+            prompt = decode.feed["input_ids"].shape[1]
+            with replaying(decode.choices) as decode_replay:
+                tokens = _generate(model, on_device).cpu()[:, prompt:]
+            rows = decoding(decode.scores, decode.tokens, tokens)
+            found["rows"] += decode_replay.replaced
+            found["aligned"] = found["aligned"] and decode_replay.aligned
+            found["decode"] = [row.describe() for row in rows]
+            found["matches"] = (
+                found["matches"] and decode_replay.aligned and all(r.matches for r in rows)
+            )
+    return found
 
 
 def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dict[str, Any]:
@@ -479,7 +531,7 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
 
     import spyre_adapters
     import spyre_sim
-    from spyre_adapters.agreement import decoding
+    from spyre_adapters.agreement import compare, decoding
     from spyre_adapters.enablement.families import judge_reference
     from spyre_sim import telemetry
 
@@ -499,6 +551,10 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
     unjudgeable = judge_reference(expected, "logits")
     if unjudgeable is not None:  # a reference no fp16 run can match: nothing to compare
         return {**result, "outcome": "cpu-error", "detail": unjudgeable}
+    from spyre_sim.selections import recording
+
+    with recording() as choices, torch.no_grad():  # the CPU's top-k choices, for a replay
+        model(**inputs)
     decode = None
     if generate:
         try:
@@ -524,17 +580,34 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
     except Exception as error:  # the device's or an adapter's error is the outcome
         detail = f"{type(error).__name__}: {error}".splitlines()[0][:300]
         return {**result, "outcome": "raise", "gap": getattr(error, "gap", None), "detail": detail}
-    cosine = torch.nn.functional.cosine_similarity(got.flatten(), expected.flatten(), dim=0)
-    result["cosine"] = round(float(cosine), 6)
-    result["top1"] = round(float((got.argmax(-1) == expected.argmax(-1)).float().mean()), 4)
+    forward = compare(expected, got, logits=True)
+    result["cosine"] = round(forward.cosine, 6)
+    result["top1"] = None if forward.top1 is None else round(forward.top1, 4)
     result["miscompiles"] = sorted(snapshot.miscompiles)
     result["emulator_limits"] = sorted(snapshot.emulator_limits)
-    result["outcome"] = "match" if cosine > 0.99 else "mismatch"
+    # selections inside the model's modules (a router's top-k) decided within one DL16 step
+    ties = {
+        op: n
+        for op, entry in snapshot.rounding_ties.items()
+        if (n := sum(rows for path, rows in entry.module_counts.items() if path))
+    }
+    if ties:
+        result["rounding_ties"] = ties
+    result["outcome"] = "match" if forward.matches else "mismatch"
     if decode is not None:
         rows = decoding(decode.scores, decode.tokens, tokens)
         result["decode"] = [row.describe() for row in rows]
         if not all(row.matches for row in rows):
             result["outcome"] = "mismatch"
+    if result["outcome"] == "mismatch" and ties:
+        # a selection rounding decided inside the model: is it the whole difference?
+        try:
+            replay = _replayed(model, stack, feed, expected, choices, decode)
+        except Exception as error:  # the replay's own failure leaves the mismatch standing
+            replay = {"matches": False, "error": f"{type(error).__name__}: {error}"[:200]}
+        result["replay"] = replay
+        if replay["matches"]:
+            result["outcome"] = "precision"
     return result
 
 
@@ -620,7 +693,8 @@ def main() -> int:
     for kind, model_type in runs:
         result = _worker(args, kind, model_type)
         results.append(result)
-        keys = ("cosine", "decode", "gap", "miscompiles", "emulator_limits")
+        keys = ("cosine", "decode", "gap", "miscompiles", "emulator_limits", "rounding_ties")
+        keys += ("replay",)
         shown = {k: result[k] for k in keys if result.get(k) not in (None, [])}
         print(f"{model_type:28s} {kind.name:22s} {result['outcome']:9s} {shown or ''}", flush=True)
     print()

@@ -32,7 +32,11 @@ that failed in the test (:mod:`pytest_spyre.precision`), and returns a
     the device reproduced a documented miscompile during the test (wrong numbers, on purpose);
 ``precision``
     a closeness check (``torch.allclose``, ``torch.testing.assert_close``, ...) failed in the
-    test: the device's number format is not as precise as the tolerance asks;
+    test: the device's number format is not as precise as the tolerance asks. Also an
+    ``AssertionError`` without a closeness check (tokens or indices compared exactly) in a test
+    where the device decided a selection (a router's top-k, an argmax) between values within one
+    DL16 step (``rounding_ties``): rounding chose, and the CPU may have chosen otherwise. Either
+    line names the selections;
 ``unexplained``
     none of the above. Must not happen: it means a behaviour of the device or of an adapter
     that nobody has explained yet.
@@ -48,7 +52,7 @@ from typing import Any
 
 from pytest_spyre.record import Failure, TestRecord, counted
 
-__all__ = ["classify", "innermost_package"]
+__all__ = ["classify", "innermost_package", "ties_text"]
 
 _PACKAGES = ("spyre_sim", "spyre_adapters", "pytest_spyre")
 _COMPILERS = ("torch._dynamo", "torch._inductor")
@@ -233,8 +237,25 @@ def classify(
         note = tolerance_note(check, device_epsilon)
         if note is not None:
             check["tolerance_note"] = note
+        if record.rounding_ties:
+            check["rounding_ties"] = dict(record.rounding_ties)
         return Failure("precision", _precision_line(check), measured=check)
+    if record.rounding_ties and isinstance(exc, AssertionError):
+        ties = dict(record.rounding_ties)
+        return Failure(
+            "precision",
+            f"{_first_line(exc)}; {ties_text(ties)}",
+            measured={"rounding_ties": ties, "device_format": device_format},
+        )
     return Failure("unexplained", _first_line(exc) if exc is not None else "failed")
+
+
+def ties_text(ties: Mapping[str, int]) -> str:
+    """What the ``rounding_ties`` of a test say, for its spyre section."""
+    return (
+        "the device decided selections between values within one DL16 step, which rounding "
+        f"may order either way ({counted(ties)} rows): the CPU may have chosen otherwise"
+    )
 
 
 #: What each emulator-limit kind loses (see ``spyre_sim.telemetry.count_emulator_limit``).
@@ -265,4 +286,8 @@ def _precision_line(check: dict[str, Any]) -> str:
         parts.append(f"{check['nan']} NaN")
     parts.append(f"values stored as {check['device_format']}")
     line = ", ".join(parts)
-    return f"{line}; {check['tolerance_note']}" if check.get("tolerance_note") else line
+    if check.get("tolerance_note"):
+        line = f"{line}; {check['tolerance_note']}"
+    if check.get("rounding_ties"):
+        line = f"{line}; {ties_text(check['rounding_ties'])}"
+    return line

@@ -123,6 +123,9 @@ class TestRecord:
     miscompiles: dict[str, int] = field(default_factory=dict)  # gap id -> count
     # results the emulator could not compute as the device does (kind -> count: "fp16-holder")
     emulator_limits: dict[str, int] = field(default_factory=dict)
+    # rows of selections (top-k, argmax) the device decided between values within one DL16
+    # step, op -> rows (see spyre_sim._selection_ties): the CPU may have chosen otherwise
+    rounding_ties: dict[str, int] = field(default_factory=dict)
     adapters: list[str] = field(default_factory=list)  # "name version", applied in this test
     bridged: dict[str, int] = field(default_factory=dict)  # op -> calls an op bridge computed
     blocked_by: Blocker | None = None
@@ -153,6 +156,7 @@ class TestRecord:
             "fallbacks": dict(sorted(self.fallbacks.items())),
             "miscompiles": dict(sorted(self.miscompiles.items())),
             "emulator_limits": dict(sorted(self.emulator_limits.items())),
+            "rounding_ties": dict(sorted(self.rounding_ties.items())),
             "adapters": sorted(self.adapters),
             "bridged": dict(sorted(self.bridged.items())),
             "blocked_by": None if self.blocked_by is None else vars(self.blocked_by).copy(),
@@ -179,6 +183,7 @@ class TestRecord:
             fallbacks=dict(data["fallbacks"]),
             miscompiles=dict(data["miscompiles"]),
             emulator_limits=dict(data.get("emulator_limits", {})),
+            rounding_ties=dict(data.get("rounding_ties", {})),
             adapters=list(data["adapters"]),
             bridged=dict(data.get("bridged", {})),
             blocked_by=None if blocked is None else Blocker(**blocked),
@@ -241,6 +246,7 @@ class RunTally:
     adapter_errors: Counter[str] = field(default_factory=Counter)  # "adapter: stage" -> tests
     expectations: Counter[str] = field(default_factory=Counter)  # verdict -> tests
     emulator_limits: Counter[str] = field(default_factory=Counter)  # kind -> tests
+    rounding_ties: Counter[str] = field(default_factory=Counter)  # op -> tests
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -262,6 +268,7 @@ class RunTally:
             "adapter_errors": dict(sorted(self.adapter_errors.items())),
             "expectations": dict(sorted(self.expectations.items())),
             "emulator_limits": dict(sorted(self.emulator_limits.items())),
+            "rounding_ties": dict(sorted(self.rounding_ties.items())),
         }
 
 
@@ -288,6 +295,7 @@ def tally(records: Iterable[TestRecord]) -> RunTally:
         result.fallback_tests.update(set(rec.fallbacks))
         result.miscompiles.update(set(rec.miscompiles))
         result.emulator_limits.update(set(rec.emulator_limits))
+        result.rounding_ties.update(set(rec.rounding_ties))
         result.adapters.update(set(rec.adapters))
         result.inference_only += rec.inference_only
         if rec.gap_closed:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from torch import nn
 
-from pytest_spyre.classify import classify
+from pytest_spyre.classify import classify, ties_text
 from pytest_spyre.inference_only import InferenceOnlySkip
 from pytest_spyre.record import Agreement, Blocker, Failure, TestRecord, counted
 from pytest_spyre.session import DeviceSession
@@ -99,6 +99,9 @@ def blocker_text(blocker: Blocker, resolved: list[str]) -> str:
 def _section(failure: Failure, blocker: Blocker | None, resolved: list[str]) -> str:
     if failure.cls == "gap" and blocker is not None:
         return blocker_text(blocker, resolved)
+    if failure.cls == "precision" and "check" not in (failure.measured or {}):
+        # an exact comparison failed after selections rounding decided (classify)
+        return f"precision: {failure.detail}"
     if failure.cls == "precision":
         measured = failure.measured or {}
         narrower = measured.get("device_epsilon") is not None
@@ -116,6 +119,8 @@ def _section(failure: Failure, blocker: Blocker | None, resolved: list[str]) -> 
             f"  device format: {measured.get('device_format')}",
             *([f"  note:        {measured['tolerance_note']}"]
               if measured.get("tolerance_note") else []),
+            *([f"  selections:  {ties_text(measured['rounding_ties'])}"]
+              if measured.get("rounding_ties") else []),
         ])  # fmt: skip
     if failure.cls == "miscompile":
         return f"miscompile: {failure.detail}"
@@ -177,6 +182,8 @@ class TestRecorder:
             rec.miscompiles[gap] = rec.miscompiles.get(gap, 0) + entry.count
         for kind, entry in delta.emulator_limits.items():
             rec.emulator_limits[kind] = rec.emulator_limits.get(kind, 0) + entry.count
+        for op, entry in delta.rounding_ties.items():
+            rec.rounding_ties[op] = rec.rounding_ties.get(op, 0) + entry.count
         rec.harness_ops += delta.ops_decided(OpDecision.HARNESS)
 
     def _phase(self, item: pytest.Item) -> Generator[None, Any, Any]:

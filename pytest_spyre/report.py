@@ -27,6 +27,8 @@ file, and two runs can be diffed::
         "miscompiles": {"rotate-half": 3},      # gap -> tests that hit the miscompile
         "emulator_limits": {"fp16-holder": 1},  # kind -> tests the emulator could not compute
                                                 # as the device does
+        "rounding_ties": {"aten.topk": 2},      # op -> tests where the device decided a
+                                                # selection within one DL16 step
         "adapters_applied": {"rope-rotation 1.0.0": 9},   # adapter -> tests
         "inference_only": 1,                    # tests skipped: backward on the device
         "gap_closed": ["<nodeid>"],             # spyre_xfail markers whose gap is closed
@@ -43,6 +45,8 @@ file, and two runs can be diffed::
          "emulator_limits": {"fp16-holder": 1},   # results the emulator could not compute
                                                  # as the device does (a DL16 number its
                                                  # fp16 host tensors flush); not a miscompile
+         "rounding_ties": {"aten.topk": 5},     # op -> rows of selections (a router's top-k)
+                                                 # decided between values within one DL16 step
          "adapters": ["rope-rotation 1.0.0"],   # applied; op bridges only where they computed
          "bridged": {"aten.isinf.default": 3},  # op -> calls op bridges computed in this test
          "blocked_by": null | {"gap": "...", "op": "aten.sin.default", "release": "2025.12",

@@ -61,6 +61,11 @@ def write(terminal: Any, session: DeviceSession, records: list[TestRecord]) -> N
             f"emulator limits: {_per_tests(total.emulator_limits)} (DL16 numbers the emulator's "
             "fp16 host tensors cannot hold: from there on its results are not the device's)"
         )
+    if total.rounding_ties:
+        terminal.write_line(
+            f"selections within one DL16 step: {_per_tests(total.rounding_ties)} (top-k or "
+            "argmax rows whose candidates rounding may order either way: precision, not a gap)"
+        )
     terminal.write_line(f"adapters applied: {_per_tests(total.adapters)}")
     if total.adapter_errors:
         terminal.write_line(f"adapters that failed to prepare: {_per_tests(total.adapter_errors)}")

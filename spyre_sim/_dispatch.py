@@ -112,6 +112,10 @@ def run(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str, A
         # decomposition dispatches the ops the catalogue knows
         return func.decompose(*args, **(kwargs or {}))
     telemetry.count_op(info.name, verdict.value)
+    if info.watch is not None and settings.numerics:
+        ties = info.watch(hargs, hkwargs)
+        if ties:
+            telemetry.count_rounding_ties(info.packet, _modules.current_module_path(), ties)
     if kwargs and info.out_args:  # out=: return the given tensor, as PyTorch does
         for index, name in info.out_args:
             _out_args[index] = kwargs.get(name)

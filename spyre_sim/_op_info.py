@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch._ops import OpOverload
 
-from spyre_sim import _host_kernels, _special_ops, _storage, _wide_arithmetic
+from spyre_sim import _host_kernels, _selection_ties, _special_ops, _storage, _wide_arithmetic
 
 if TYPE_CHECKING:
     from spyre_sim._lowering import Verdict
@@ -43,6 +43,7 @@ class OpInfo:
         "uses_args",
         "verdict",
         "verdict_gen",
+        "watch",
         "wide",
         "wide_index",
     )
@@ -105,6 +106,8 @@ class OpInfo:
         self.dropout = _wide_arithmetic.dropout_argument(func)
         #: the dtype fp16 operands are computed in (one DL16 rounding of the result), or None
         self.wide = _wide_arithmetic.width(self, func)
+        #: the check of a selection decided within one DL16 step (:mod:`_selection_ties`), or None
+        self.watch = _selection_ties.watcher(self.name)
         self.cache: dict[Any, Verdict] = {}
         self.verdict: Verdict | None = None
         self.verdict_gen: Any = None

@@ -46,6 +46,7 @@ class Counters:
         "gaps",
         "miscompiles",
         "ops",
+        "rounding_ties",
         "transfers",
     )
 
@@ -57,6 +58,7 @@ class Counters:
         self.miscompiles: dict[str, dict[str, int]] = {}
         self.errors: dict[str, int] = {}
         self.emulator_limits: dict[str, dict[str, int]] = {}
+        self.rounding_ties: dict[str, dict[str, int]] = {}
 
     def clear(self) -> None:
         """Forget every count (the dicts stay the same objects)."""
@@ -66,6 +68,7 @@ class Counters:
         self.miscompiles.clear()
         self.errors.clear()
         self.emulator_limits.clear()
+        self.rounding_ties.clear()
         for key in TRANSFER_KEYS:
             self.transfers[key] = 0
 

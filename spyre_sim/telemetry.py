@@ -9,13 +9,17 @@ The hot path only bumps plain ``dict`` counters (held by :data:`spyre_sim.state.
     snap.fallbacks["aten.arange.default"]                # 2
     snap.transfers.host_to_device_bytes
     snap.gaps["sin-cos"].count, snap.gaps["sin-cos"].modules
-    snap.miscompiles, snap.errors, snap.emulator_limits
+    snap.miscompiles, snap.errors, snap.emulator_limits, snap.rounding_ties
 
 ``gaps`` counts every op whose decision named a gap (fallback, decomposed, unsupported,
 miscompiled, layout errors); ``errors`` counts the raised ones only. A gap's
 ``module_counts`` keeps :func:`diff` exact; ``modules`` is its sorted key list.
 ``emulator_limits`` counts results the emulator could not compute as the device does (a DL16
 number its fp16 host tensors cannot hold): the emulator's limit, not the device's miscompile.
+``rounding_ties`` counts, per op, the rows of a selection (a top-k, an argmax) that the device
+decided between values within one DL16 step of each other (:mod:`spyre_sim._selection_ties`):
+rounding may order such values either way, so the CPU may have chosen otherwise. A precision
+fact, not an error: an MoE router's top-k over near-equal scores is the common case.
 
 JSON is for the edges only (files, other processes): :meth:`Snapshot.to_json` writes schema
 version 1, whose shape is :data:`JSON_SCHEMA` (a JSON Schema, as code), and
@@ -63,6 +67,7 @@ _gaps = _counters.gaps
 _miscompiles = _counters.miscompiles
 _errors = _counters.errors
 _emulator_limits = _counters.emulator_limits
+_rounding_ties = _counters.rounding_ties
 
 _NO_MODULE = ""  # key used when an op ran outside any nn.Module forward
 
@@ -114,17 +119,23 @@ def count_emulator_limit(kind: str, module_path: str | None) -> None:
     _bump(_emulator_limits, kind, module_path)
 
 
+def count_rounding_ties(op: str, module_path: str | None, rows: int) -> None:
+    """Count ``rows`` rows of one ``op`` call whose selection the device decided between
+    values within one DL16 step of each other (see :mod:`spyre_sim._selection_ties`)."""
+    _bump(_rounding_ties, op, module_path, rows)
+
+
 def count_error(gap: str) -> None:
     """Count one raised lowering/layout error for ``gap``."""
     _errors[gap] = _errors.get(gap, 0) + 1
 
 
-def _bump(table: dict[str, dict[str, int]], gap: str, module_path: str | None) -> None:
+def _bump(table: dict[str, dict[str, int]], gap: str, module_path: str | None, n: int = 1) -> None:
     per_module = table.get(gap)
     if per_module is None:
         per_module = table[gap] = {}
     key = module_path or _NO_MODULE
-    per_module[key] = per_module.get(key, 0) + 1
+    per_module[key] = per_module.get(key, 0) + n
 
 
 def reset() -> None:
@@ -171,6 +182,8 @@ class Snapshot:
     errors: Mapping[str, int] = field(default_factory=dict)
     #: results the emulator could not compute as the device does (see count_emulator_limit)
     emulator_limits: Mapping[str, GapCount] = field(default_factory=dict)
+    #: rows of selections decided within one DL16 step, per op (see count_rounding_ties)
+    rounding_ties: Mapping[str, GapCount] = field(default_factory=dict)
 
     def ops_decided(self, decision: OpDecision) -> int:
         """How many op executions got ``decision``."""
@@ -190,6 +203,7 @@ class Snapshot:
             "miscompiles": {g: _gap_json(e) for g, e in sorted(self.miscompiles.items())},
             "errors": dict(sorted(self.errors.items())),
             "emulator_limits": {k: _gap_json(e) for k, e in sorted(self.emulator_limits.items())},
+            "rounding_ties": {k: _gap_json(e) for k, e in sorted(self.rounding_ties.items())},
         }
 
     @classmethod
@@ -215,6 +229,9 @@ class Snapshot:
             errors={str(k): int(n) for k, n in doc.get("errors", {}).items()},
             emulator_limits={
                 str(k): _gap_from_json(e) for k, e in doc.get("emulator_limits", {}).items()
+            },
+            rounding_ties={
+                str(k): _gap_from_json(e) for k, e in doc.get("rounding_ties", {}).items()
             },
         )
 
@@ -258,6 +275,7 @@ JSON_SCHEMA: dict[str, Any] = {
         "miscompiles",
         "errors",
         "emulator_limits",
+        "rounding_ties",
     ],
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
@@ -279,6 +297,7 @@ JSON_SCHEMA: dict[str, Any] = {
         "miscompiles": {"type": "object", "additionalProperties": _GAP_ENTRY},
         "errors": _COUNTS,
         "emulator_limits": {"type": "object", "additionalProperties": _GAP_ENTRY},
+        "rounding_ties": {"type": "object", "additionalProperties": _GAP_ENTRY},
     },
 }
 
@@ -299,6 +318,9 @@ def snapshot() -> Snapshot:
         errors=dict(sorted(_errors.items())),
         emulator_limits={
             k: GapCount(sum(m.values()), dict(m)) for k, m in sorted(_emulator_limits.items())
+        },
+        rounding_ties={
+            k: GapCount(sum(m.values()), dict(m)) for k, m in sorted(_rounding_ties.items())
         },
     )
 
@@ -343,6 +365,7 @@ def _combine(a: Snapshot, b: Snapshot, sign: int) -> Snapshot:
         miscompiles=_add_gaps(a.miscompiles, b.miscompiles, sign),
         errors=_add(a.errors, b.errors, sign),
         emulator_limits=_add_gaps(a.emulator_limits, b.emulator_limits, sign),
+        rounding_ties=_add_gaps(a.rounding_ties, b.rounding_ties, sign),
     )
 
 

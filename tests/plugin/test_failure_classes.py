@@ -139,6 +139,28 @@ def test_a_number_only_the_emulator_lost_is_its_limit_not_a_miscompile() -> None
     assert "fp16-range x2" in failure.detail
 
 
+def test_a_selection_rounding_decided_makes_a_failure_precision_and_says_so() -> None:
+    """A router's top-k whose k-th and (k+1)-th scores were within one DL16 step: a closeness
+    failure names the tied selections; an exact comparison (tokens, indices) that fails in such
+    a test is precision, naming them, where without them it stays unexplained."""
+    ties = {"aten.topk": 3}
+    check = {"check": "torch.allclose", "max_abs_diff": 0.4, "atol": 1e-5, "rtol": 1e-5}
+    tied = TestRecord("t", rounding_ties=ties)
+    failure = classify(AssertionError("not close"), tied, [check], "DL16")
+    assert failure.cls == "precision"
+    assert "within one DL16 step" in failure.detail
+    assert "aten.topk x3 rows" in failure.detail
+    assert failure.measured is not None
+    assert failure.measured["rounding_ties"] == ties
+    exact = classify(AssertionError("Lists differ: [5, 7] != [5, 9]"), tied, [], "DL16")
+    assert exact.cls == "precision"
+    assert exact.detail.startswith("AssertionError: Lists differ")
+    assert "aten.topk x3 rows" in exact.detail
+    assert classify(AssertionError("differ"), TestRecord("t"), [], "DL16").cls == "unexplained"
+    assert classify(ValueError("bad"), tied, [], "DL16").cls == "unexplained"
+    assert TestRecord.from_json(tied.to_json()).rounding_ties == ties
+
+
 def test_float16_refused_where_the_device_stored_float32_is_gap_fp32_storage() -> None:
     """The device keeps float32 as float16; code that does not take float16 refuses it the same
     way on the real device: gap ``fp32-storage``, also below our pass-through mode hooks."""
@@ -354,6 +376,20 @@ class Shift(torch.nn.Module):
         return shifted / shifted.sum(-1, keepdim=True)
 
 
+class Router(torch.nn.Module):
+    def forward(self, scores):
+        return scores.topk(1, dim=-1).indices
+
+
+def test_router_choice(spyre_device):
+    # 0.5632 vs 0.5630: one DL16 value; the rows hold them in opposite orders, so the device's
+    # tie rule differs from the CPU's choice in one of them
+    scores = torch.tensor([[0.5632, 0.5630, 0.1], [0.5630, 0.5632, 0.1]])
+    expected = Router()(scores)
+    got = Router()(scores.to(spyre_device)).cpu().long()
+    assert got.tolist() == expected.tolist()
+
+
 def test_emulator_limit(spyre_device):
     got = Shift()(torch.zeros(2, 8).to(spyre_device)).cpu().float()
     assert not torch.isnan(got).any()
@@ -450,9 +486,20 @@ def test_a_miscompile_gets_a_section_on_the_test(at_2026_05: Run) -> None:
     )
     pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
         [
-            "failures by class: gap 1, precision 2, miscompile 1, emulator 1",
+            "failures by class: gap 1, precision 3, miscompile 1, emulator 1",
             "miscompiles: sdpa-strided (2 tests)",
         ]
+    )
+
+
+def test_a_choice_rounding_decided_is_precision_and_counted(at_2026_05: Run) -> None:
+    failed = _record(at_2026_05, "test_router_choice")
+    assert failed["outcome"] == "failed"
+    assert failed["rounding_ties"] == {"aten.topk": 2}
+    assert failed["failure"]["class"] == "precision"  # type: ignore[index]
+    at_2026_05.fnmatch_lines(["*the device decided selections between values within one DL16*"])
+    pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
+        ["selections within one DL16 step: aten.topk (1 test) (top-k or argmax rows*"]
     )
 
 
