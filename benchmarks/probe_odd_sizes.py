@@ -36,6 +36,12 @@ of an image, say); a config that refuses one key/value head is built with one pe
 (the result's ``attempt`` says which of the kind's sizes in the JSON ran). A composite config
 that does not build is a ``cpu-error``.
 
+A classifier's logits are pooled, so an error confined to a few positions could stay above
+the cosine bar: for the classification kinds the probe also compares the last hidden state
+position by position (``hidden``: the lowest cosine between the device's vector and the CPU's
+at any position, :func:`worst_position`), and a position below 0.99 makes the type a
+``mismatch``.
+
 ``--generate`` (causal LMs) also decodes 10 greedy tokens of a batch of two on both sides: the
 prompt, and the prompt with its first three tokens as left padding (cache, masks and position
 ids as a served batch has them). The tokens must agree up to the first step where the CPU's
@@ -175,6 +181,38 @@ def _replayed(
     return found
 
 
+def _last_hidden(model: Any, inputs: Mapping[str, Tensor]) -> Tensor | None:
+    """The last hidden state of a forward with ``output_hidden_states`` (float32), or ``None``
+    when the model gives none."""
+    try:
+        out = model(**inputs, output_hidden_states=True)
+        return out.hidden_states[-1].float()  # type: ignore[no-any-return]
+    except Exception:  # a model without hidden states: the logits alone are compared
+        return None
+
+
+def worst_position(expected: Tensor, got: Tensor) -> float:
+    """The lowest cosine, over the positions of a hidden state (``[batch, tokens, hidden]``, or
+    a CNN's ``[batch, channels, height, width]`` read per pixel), between the device's vector
+    and the CPU's. A position whose CPU vector is below 1e-3 of the largest one's norm is not
+    judged (its direction is rounding noise). NaN when the shapes differ or nothing is
+    judged."""
+    import torch
+
+    if expected.shape != got.shape or expected.dim() < 2:
+        return float("nan")
+    cpu, device = expected.double(), got.double()
+    if cpu.dim() == 4:
+        cpu, device = cpu.movedim(1, -1), device.movedim(1, -1)
+    cpu, device = cpu.reshape(-1, cpu.shape[-1]), device.reshape(-1, device.shape[-1])
+    norms = cpu.norm(dim=-1)
+    keep = norms > 1e-3 * norms.max()
+    if not bool(keep.any()):
+        return float("nan")
+    cosine = torch.nn.functional.cosine_similarity(cpu[keep], device[keep], dim=-1)
+    return float(cosine.min())
+
+
 def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dict[str, Any]:
     """The probe of one type of ``kind``, in this process; with ``generate`` (causal LMs), also
     a greedy decoding of a batch with a left-padded row, judged by
@@ -186,7 +224,7 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
 
     import spyre_adapters
     import spyre_sim
-    from spyre_adapters.agreement import compare, decoding
+    from spyre_adapters.agreement import MIN_COSINE, compare, decoding
     from spyre_adapters.enablement.families import judge_reference
     from spyre_sim import telemetry
 
@@ -208,8 +246,12 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
         return {**result, "outcome": "cpu-error", "detail": unjudgeable}
     from spyre_sim.selections import recording
 
-    with recording() as choices, torch.no_grad():  # the CPU's top-k choices, for a replay
-        model(**inputs)
+    # the CPU's top-k choices, for a replay; a classifier's last hidden state, per position
+    per_position = kind.name.endswith("classification")
+    with recording() as choices, torch.no_grad():
+        cpu_hidden = _last_hidden(model, inputs) if per_position else None
+        if cpu_hidden is None:
+            model(**inputs)
     decode = None
     if generate:
         try:
@@ -226,7 +268,12 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
             telemetry.reset()
             with torch.no_grad():
                 feed = {name: value.to("spyre") for name, value in inputs.items()}
-                got = model(**feed).logits.cpu().float()
+                if cpu_hidden is not None:
+                    out = model(**feed, output_hidden_states=True)
+                    hidden = out.hidden_states[-1].cpu().float()
+                else:
+                    out = model(**feed)
+                got = out.logits.cpu().float()
             if decode is not None:
                 on_device = {name: value.to("spyre") for name, value in decode.feed.items()}
                 prompt = decode.feed["input_ids"].shape[1]
@@ -249,6 +296,11 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
     if ties:
         result["rounding_ties"] = ties
     result["outcome"] = "match" if forward.matches else "mismatch"
+    if cpu_hidden is not None:
+        worst = worst_position(cpu_hidden, hidden)
+        result["hidden"] = round(worst, 6)
+        if not worst >= MIN_COSINE:  # a position the pooled logits may hide
+            result["outcome"] = "mismatch"
     if decode is not None:
         rows = decoding(decode.scores, decode.tokens, tokens)
         result["decode"] = [row.describe() for row in rows]
@@ -349,7 +401,7 @@ def main() -> int:
         result = _worker(args, kind, model_type)
         results.append(result)
         keys = ("cosine", "decode", "gap", "miscompiles", "emulator_limits", "rounding_ties")
-        keys += ("replay",)
+        keys += ("replay", "hidden")
         shown = {k: result[k] for k in keys if result.get(k) not in (None, [])}
         print(f"{model_type:28s} {kind.name:22s} {result['outcome']:9s} {shown or ''}", flush=True)
     print()
