@@ -52,7 +52,10 @@ are :class:`~spyre_adapters.enablement.results.Category` values, also never rena
            "bridged": {"aten.sort.default": 2},   # calls computed by an op bridge
            "idle": ["bridge-isinf 1.1.0"],        # op bridges applied that bridged nothing
            "miscompiled_in": {"rotate-half": ["model.layers.0.self_attn"]},  # gap -> modules
-           "touched": {"rope-rotation 1.0.0": ["model.layers.0.self_attn"]}}  # modules changed
+           "touched": {"rope-rotation 1.0.0": ["model.layers.0.self_attn"]},  # modules changed
+           "rounding_ties": {"aten.topk": 24},    # rows decided within one DL16 step
+           "replayed": {comparison} | null,       # again with the CPU's choice at those rows
+           "replayed_rows": 10}                   # rows the replay gave the CPU's choice
 """
 
 from __future__ import annotations

@@ -61,7 +61,30 @@ def _failed(
 
 def _mismatch(run: DeviceRun, how: str) -> str:
     miscompiled = f"; miscompiles: {', '.join(run.miscompiles)}" if run.miscompiles else ""
-    return f"runs {how} but does not match the CPU ({facts(run.comparison)}){miscompiled}"
+    return (
+        f"runs {how} but does not match the CPU ({facts(run.comparison)}){miscompiled}"
+        + _rounding(run)
+    )
+
+
+def _rounding(run: DeviceRun) -> str:
+    """What the selections rounding decided say about a mismatch (empty when none was)."""
+    if not run.rounding_ties:
+        return ""
+    ties = ", ".join(f"{op} x{rows}" for op, rows in sorted(run.rounding_ties.items()))
+    said = f"; selections decided within one DL16 step: {ties} rows"
+    if run.replayed is None:
+        return said
+    verdict = "matches" if run.replayed.matches else "still does not match"
+    return (
+        f"{said}; with the CPU's choice at the {run.replayed_rows} rows that chose otherwise it "
+        f"{verdict} ({facts(run.replayed)})"
+        + (
+            ": precision, rounding's choice was the whole difference"
+            if run.replayed.matches
+            else ""
+        )
+    )
 
 
 def describe_run(run: DeviceRun, how: str) -> str:

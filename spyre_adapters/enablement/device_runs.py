@@ -220,10 +220,44 @@ def _device_run(
         run.comparison = compare(
             built.reference, output, logits=built.kind == "causal-lm", positions=built.positions()
         )
+        run.rounding_ties = {
+            op: rows
+            for op, entry in snapshot.rounding_ties.items()
+            if (rows := sum(n for path, n in entry.module_counts.items() if path))
+        }
+        if not run.comparison.matches and run.rounding_ties:
+            _replay(built, model, release, layout_checks, run)
     if error is not None and error.kind == "lowering" and list_all_gaps:
         run.gaps, run.all_gaps_listed = _all_gaps(built, model, release, layout_checks, error)
     run.seconds = time.perf_counter() - start
     return run
+
+
+def _replay(
+    built: BuiltFamily,
+    model: nn.Module,
+    release: str | Release,
+    layout_checks: bool,
+    run: DeviceRun,
+) -> None:
+    """A run that did not match the CPU, in which the device decided selections by rounding
+    (``run.rounding_ties``), again with the CPU's top-k choice at those rows only
+    (:mod:`spyre_sim.selections`): ``run.replayed`` is that comparison (``None`` when the
+    calls did not line up or the replay raised) and ``run.replayed_rows`` the rows replayed."""
+    from spyre_sim.selections import replaying
+
+    try:
+        choices = built.cpu_choices()
+        with _device_mode(release, layout_checks), replaying(choices) as replay:
+            again = built.run(model, "spyre").cpu().float()
+    except Exception:  # the diagnosis failed: the mismatch stands as measured
+        return
+    if not replay.aligned:
+        return
+    run.replayed_rows = replay.replaced
+    run.replayed = compare(
+        built.reference, again, logits=built.kind == "causal-lm", positions=built.positions()
+    )
 
 
 def _idle_bridges(

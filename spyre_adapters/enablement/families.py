@@ -25,7 +25,7 @@ import copy
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -40,6 +40,9 @@ from spyre_adapters.enablement.size_presets import (
     SizePreset,
 )
 from spyre_adapters.main_output import LOGITS_FIRST, main_output_name, output_named
+
+if TYPE_CHECKING:
+    from spyre_sim.selections import Choice
 
 __all__ = [
     "BuiltFamily",
@@ -110,6 +113,15 @@ class BuiltFamily:
             worst = float((again - self.reference).abs().nan_to_num(nan=0.0).max())
             return f"two CPU forwards of the stock model differ (max abs {worst:.3g})"
         return None
+
+    def cpu_choices(self) -> list[Choice]:
+        """The top-k choices a CPU forward of the stock model makes, in call order
+        (:func:`spyre_sim.selections.recording`), to replay on the device."""
+        from spyre_sim.selections import recording
+
+        with recording() as choices:
+            self.run(unrun(self.model))
+        return choices
 
     def not_judged(self, mismatch: str) -> str | None:
         """What to report for a device run that did not match the CPU reference (described by

@@ -117,6 +117,14 @@ class DeviceRun:
     module forward)."""
     touched: dict[str, list[str]] = field(default_factory=dict)
     """adapter label -> the module paths it changed in this model."""
+    rounding_ties: dict[str, int] = field(default_factory=dict)
+    """op -> rows of selections inside the model (a router's top-k) the device decided between
+    values within one DL16 step (``spyre_sim.telemetry``'s ``rounding_ties``)."""
+    replayed: Comparison | None = None
+    """A run that did not match with such rows, run again with the CPU's top-k choice at them
+    (``spyre_sim.selections``): matching then, rounding's choice was the whole difference."""
+    replayed_rows: int = 0
+    """The rows that replay gave the CPU's choice."""
 
     def covers(self, label: str, gap: str) -> bool:
         """Whether a miscompile of ``gap`` happened where the adapter ``label`` changed the
@@ -209,6 +217,9 @@ class TriageResult:
                 idle=list(raw.get("idle", [])),
                 miscompiled_in={k: list(v) for k, v in raw.get("miscompiled_in", {}).items()},
                 touched={k: list(v) for k, v in raw.get("touched", {}).items()},
+                rounding_ties=dict(raw.get("rounding_ties", {})),
+                replayed=Comparison(**raw["replayed"]) if raw.get("replayed") else None,
+                replayed_rows=int(raw.get("replayed_rows", 0)),
             )
 
         return cls(

@@ -231,3 +231,44 @@ def test_a_mismatch_of_a_forward_that_draws_random_numbers_is_not_judged() -> No
     steady = noisy_family(noisy=False)
     assert steady.irreproducible() is None
     assert triage(steady, "2026.09", list_all_gaps=False).category.enabled
+
+
+def test_a_mismatch_that_only_rounding_chose_is_shown_by_replaying_the_cpus_choice() -> None:
+    """A router whose best two scores are one DL16 value apart sends a row to another expert
+    on the device: a mismatch, which triage counts (``rounding_ties``), replays with the CPU's
+    choice at the tied rows, and then says matches: precision, the whole difference."""
+    from triage_standins import routed_family
+
+    from spyre_adapters.enablement.results import Category, TriageResult
+    from spyre_adapters.enablement.triage import triage
+
+    result = triage(routed_family(), "2026.09", list_all_gaps=False)
+    run = result.adapted or result.stock
+    assert run is not None
+    assert result.category is Category.MISMATCH
+    assert run.rounding_ties == {"aten.topk": 2}
+    assert run.replayed is not None
+    assert run.replayed.matches
+    assert run.replayed_rows == 1
+    assert "selections decided within one DL16 step: aten.topk x2 rows" in result.detail
+    assert "rounding's choice was the whole difference" in result.detail
+    again = TriageResult.from_json(result.to_json())
+    assert again.adapted == result.adapted
+    assert again.stock == result.stock
+
+
+def test_a_replay_that_still_differs_leaves_the_mismatch_unexplained() -> None:
+    from spyre_adapters.agreement import Comparison
+    from spyre_adapters.enablement.classification import classify
+    from spyre_adapters.enablement.results import Category, DeviceRun
+
+    wrong = Comparison(False, 0.5, 2.0, criterion="cosine >= 0.99")
+    run = DeviceRun(ran=True, comparison=wrong, rounding_ties={"aten.topk": 3})
+    category, detail = classify(run, None, {})
+    assert category is Category.MISMATCH
+    assert detail.endswith("aten.topk x3 rows")  # not replayed: said, not explained
+    run.replayed, run.replayed_rows = Comparison(False, 0.6, 1.5, criterion="c"), 1
+    category, detail = classify(run, None, {})
+    assert category is Category.MISMATCH
+    assert "it still does not match (cosine 0.6000" in detail
+    assert "whole difference" not in detail

@@ -95,3 +95,34 @@ def noisy_family(noisy: bool) -> Any:
     with torch.no_grad():
         reference = model(x)
     return BuiltFamily("noisy", REALISTIC, None, model, {"x": x}, "base", "x", reference, {})
+
+
+class _Routed(torch.nn.Module):
+    """Each row goes to the expert of its best score, as an MoE router sends a token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.experts = torch.nn.Parameter(torch.randn(64, 64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        chosen = x.topk(1, dim=-1).indices.squeeze(-1)
+        return self.experts[chosen]
+
+
+def routed_family() -> Any:
+    """A built family whose routing rounding decides: rows 0 and 1 hold 0.5632 and 0.5630,
+    one DL16 value (0.56348), in opposite orders, so whatever the device's tie rule one of
+    them goes to another expert than on the CPU; the other rows are decided."""
+    from spyre_adapters.enablement.families import BuiltFamily
+    from spyre_adapters.enablement.size_presets import REALISTIC
+
+    torch.manual_seed(0)
+    model = _Routed().eval()
+    x = torch.rand(4, 64) * 0.25
+    x[0, :2] = torch.tensor([0.5632, 0.5630])
+    x[1, :2] = torch.tensor([0.5630, 0.5632])
+    x[2, 5] = 0.9
+    x[3, 9] = 0.9
+    with torch.no_grad():
+        reference = model(x)
+    return BuiltFamily("routed", REALISTIC, None, model, {"x": x}, "base", "x", reference, {})
