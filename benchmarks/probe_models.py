@@ -154,12 +154,38 @@ def _fitted(default: Any, sizes: Mapping[str, Any]) -> dict[str, Any]:
         out[stored] = [value] * len(current) if _int_list(current) and _is_int(value) else value
     if isinstance(attrs.get("layer_types"), list):
         out["layer_types"] = _first_layer_types(attrs["layer_types"])
+    per_layer = _per_layer(default, sizes)
+    if per_layer is not None:
+        out["per_layer_config"] = per_layer
     out.update(_stages(attrs))
     for key, sub in attrs.items():
         if _is_config(sub):
             plain = {k: v for k, v in sub.to_dict().items() if k != "transformers_version"}
             out[key] = {**plain, **_fitted(sub, sizes), "model_type": sub.model_type}
     return out
+
+
+def _per_layer(default: Any, sizes: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A config's per-layer overrides (Transformers' heterogeneous ``per_layer_config``, keyed
+    by layer index: Gemma 4's full-attention layers have their own ``head_dim``) for the
+    layers kept (:func:`_first_layer_types`: the first ones and the last), re-indexed, with
+    the sizes set in them too; ``None`` when the config has none."""
+    table = default.to_dict().get("per_layer_config")
+    if not isinstance(table, dict) or not table:
+        return None
+    attrs = vars(default)
+    layer_types = attrs.get("layer_types")
+    total = len(layer_types) if isinstance(layer_types, list) else attrs.get("num_hidden_layers")
+    if not _is_int(total):
+        return None
+    layers = SIZES["num_hidden_layers"]
+    kept = list(range(total)) if total <= layers else [*range(layers - 1), total - 1]
+    by_index = {int(index): entry for index, entry in table.items()}
+    return {
+        str(new): {key: sizes.get(key, value) for key, value in by_index[old].items()}
+        for new, old in enumerate(kept)
+        if isinstance(by_index.get(old), dict)
+    }
 
 
 def _first_layer_types(layer_types: list[Any]) -> list[Any]:
