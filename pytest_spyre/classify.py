@@ -36,7 +36,9 @@ that failed in the test (:mod:`pytest_spyre.precision`), and returns a
     ``AssertionError`` without a closeness check (tokens or indices compared exactly) in a test
     where the device decided a selection (a router's top-k, an argmax) between values within one
     DL16 step (``rounding_ties``): rounding chose, and the CPU may have chosen otherwise. Either
-    line names the selections;
+    line names the selections. Inside an arbitrary test this is the likely cause, not a proof
+    (triage and the odd-size probe prove it by replaying the CPU's choices,
+    :mod:`spyre_sim.selections`);
 ``unexplained``
     none of the above. Must not happen: it means a behaviour of the device or of an adapter
     that nobody has explained yet.
