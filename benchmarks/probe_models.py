@@ -356,27 +356,46 @@ def _tries(kind: Kind) -> list[tuple[int, dict[str, Any], bool]]:
 
 def cpu_run(kind: Kind, model_type: str) -> CpuRun:
     """The forward of the first of :func:`_tries` that builds and runs on the CPU, with the
-    first of its candidate inputs the model accepts; the first error when none does."""
+    first of its candidate inputs the model accepts. When none does, the first error, unless
+    that was running out of memory (a composite left at full size) and a try with the sizes
+    fitted into its sub-configs failed otherwise: that error says more."""
+    import gc
+
     import torch
 
     first: Exception | None = None
+    fitted: Exception | None = None
+    model: Any = None
     for attempt, sizes, fit in _tries(kind):
+        retried = fit and not kind.fit
+        # a failed try's model (billions of weights at full size) must not outlive it: neither
+        # through this name nor through a kept error's traceback
+        model = None
+        gc.collect()
         try:
             config = _config(model_type, sizes, fit)
             model = _model(kind, model_type, config)
             candidates = kind.inputs(config, sizes, model.main_input_name)
         except Exception as error:  # any failure of the stock config or model is the outcome
-            first = first or error
+            first = first or error.with_traceback(None)
+            fitted = fitted or (error.with_traceback(None) if retried else None)
             continue
         for inputs in candidates:
             try:
                 with torch.no_grad():
                     logits = model(**inputs).logits.float()
-                return CpuRun(model, inputs, logits, attempt, fit and not kind.fit)
+                return CpuRun(model, inputs, logits, attempt, retried)
             except Exception as error:  # a layout the model rejects: the next one
-                first = first or error
+                first = first or error.with_traceback(None)
+                fitted = fitted or (error.with_traceback(None) if retried else None)
     assert first is not None
+    if fitted is not None and _out_of_memory(first):
+        raise fitted
     raise first
+
+
+def _out_of_memory(error: Exception) -> bool:
+    return isinstance(error, MemoryError) or "can't allocate memory" in str(error)
 
 
 def cap_memory(gib: float) -> None:
