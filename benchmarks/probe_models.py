@@ -333,14 +333,17 @@ KINDS = _kinds()
 
 
 class CpuRun(NamedTuple):
-    """The CPU forward a type is probed with: the model, its inputs, its logits, and the index
-    of the attempt (of its kind's ``attempts``) it was built with."""
+    """The CPU forward a type is probed with: the model, its inputs, its logits, the index of
+    the attempt (of its kind's ``attempts``) it was built with, whether its sizes were fitted
+    into sub-configs, and the top-k choices the forward made
+    (:func:`spyre_sim.selections.recording`), to replay on the device."""
 
     model: Any
     inputs: dict[str, Tensor]
     logits: Tensor
     attempt: int
     fitted: bool
+    choices: list[Any]
 
 
 def _tries(kind: Kind) -> list[tuple[int, dict[str, Any], bool]]:
@@ -363,6 +366,8 @@ def cpu_run(kind: Kind, model_type: str) -> CpuRun:
 
     import torch
 
+    from spyre_sim.selections import recording
+
     first: Exception | None = None
     fitted: Exception | None = None
     model: Any = None
@@ -382,9 +387,9 @@ def cpu_run(kind: Kind, model_type: str) -> CpuRun:
             continue
         for inputs in candidates:
             try:
-                with torch.no_grad():
+                with recording() as choices, torch.no_grad():
                     logits = model(**inputs).logits.float()
-                return CpuRun(model, inputs, logits, attempt, retried)
+                return CpuRun(model, inputs, logits, attempt, retried, choices)
             except Exception as error:  # a layout the model rejects: the next one
                 first = first or error.with_traceback(None)
                 fitted = fitted or (error.with_traceback(None) if retried else None)

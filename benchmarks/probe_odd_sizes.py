@@ -139,6 +139,14 @@ def _cpu_decode(model: Any, inputs: Mapping[str, Tensor]) -> CpuDecode:
     return CpuDecode(feed, tuple(out.scores), out.sequences[:, prompt:], choices)
 
 
+def _device_decode(model: Any, decode: CpuDecode) -> Tensor:
+    """The new tokens of the same greedy decoding on the device (the model is there)."""
+    on_device = {name: value.to("spyre") for name, value in decode.feed.items()}
+    prompt = decode.feed["input_ids"].shape[1]
+    tokens: Tensor = _generate(model, on_device).cpu()[:, prompt:]
+    return tokens
+
+
 def _replayed(
     model: Any,
     stack: str,
@@ -167,10 +175,8 @@ def _replayed(
             "matches": forward.matches and forward_replay.aligned,
         }
         if decode is not None:
-            on_device = {name: value.to("spyre") for name, value in decode.feed.items()}
-            prompt = decode.feed["input_ids"].shape[1]
             with replaying(decode.choices) as decode_replay:
-                tokens = _generate(model, on_device).cpu()[:, prompt:]
+                tokens = _device_decode(model, decode)
             rows = decoding(decode.scores, decode.tokens, tokens)
             found["rows"] += decode_replay.replaced
             found["aligned"] = found["aligned"] and decode_replay.aligned
@@ -230,7 +236,7 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
 
     result: dict[str, Any] = {"type": model_type, "kind": kind.name, "stack": stack}
     try:
-        model, inputs, expected, attempt, fitted = cpu_run(kind, model_type)
+        model, inputs, expected, attempt, fitted, choices = cpu_run(kind, model_type)
     except Exception as error:  # any failure of the stock model is its outcome
         return {
             **result,
@@ -244,14 +250,10 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
     unjudgeable = judge_reference(expected, "logits")
     if unjudgeable is not None:  # a reference no fp16 run can match: nothing to compare
         return {**result, "outcome": "cpu-error", "detail": unjudgeable}
-    from spyre_sim.selections import recording
-
-    # the CPU's top-k choices, for a replay; a classifier's last hidden state, per position
+    # a classifier's last hidden state, compared per position (its logits are pooled)
     per_position = kind.name.endswith("classification")
-    with recording() as choices, torch.no_grad():
+    with torch.no_grad():
         cpu_hidden = _last_hidden(model, inputs) if per_position else None
-        if cpu_hidden is None:
-            model(**inputs)
     decode = None
     if generate:
         try:
@@ -275,9 +277,7 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
                     out = model(**feed)
                 got = out.logits.cpu().float()
             if decode is not None:
-                on_device = {name: value.to("spyre") for name, value in decode.feed.items()}
-                prompt = decode.feed["input_ids"].shape[1]
-                tokens = _generate(model, on_device).cpu()[:, prompt:]
+                tokens = _device_decode(model, decode)
             snapshot = telemetry.snapshot()
     except Exception as error:  # the device's or an adapter's error is the outcome
         detail = f"{type(error).__name__}: {error}".splitlines()[0][:300]
@@ -289,9 +289,7 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
     result["emulator_limits"] = sorted(snapshot.emulator_limits)
     # selections inside the model's modules (a router's top-k) decided within one DL16 step
     ties = {
-        op: n
-        for op, entry in snapshot.rounding_ties.items()
-        if (n := sum(rows for path, rows in entry.module_counts.items() if path))
+        op: entry.in_modules for op, entry in snapshot.rounding_ties.items() if entry.in_modules
     }
     if ties:
         result["rounding_ties"] = ties

@@ -25,11 +25,10 @@ from typing import Any
 
 import torch
 
-from spyre_sim.numerics import DL16_FRACTION_BITS, DL16_MIN_NORMAL
+from spyre_sim.numerics import dl16_step
 
 __all__ = [
     "Watch",
-    "dl16_step",
     "registered",
     "selection_ties",
     "tied_rows",
@@ -63,16 +62,6 @@ def watcher(op: str) -> Watch | None:
 def registered() -> tuple[str, ...]:
     """The ops that have a check, sorted."""
     return tuple(sorted(_WATCHED))
-
-
-def dl16_step(values: torch.Tensor) -> torch.Tensor:
-    """The distance between a DL16 number of each value's magnitude and the next one
-    (float32): ``2**(e - 9)`` for ``2**e <= |x| < 2**(e+1)``; at zero, DL16's smallest normal
-    (it has no subnormals)."""
-    _, exponent = torch.frexp(values.float().abs())  # |x| = m * 2**exponent, 0.5 <= m < 1
-    ones = torch.ones_like(values, dtype=torch.float32)
-    step = torch.ldexp(ones, exponent - 1 - DL16_FRACTION_BITS)
-    return torch.where(values == 0, torch.full_like(step, DL16_MIN_NORMAL), step)
 
 
 def tied_rows(values: torch.Tensor, k: int, dim: int, largest: bool = True) -> torch.Tensor | None:

@@ -63,6 +63,7 @@ __all__ = [
     "dl16_decode",
     "dl16_encode",
     "dl16_host_value",
+    "dl16_step",
     "nan_enters_",
     "round_to_dl16",
     "round_to_dl16_",
@@ -293,6 +294,16 @@ def dl16_host_value(values: torch.Tensor) -> torch.Tensor:
     decoded = dl16_decode(dl16_encode(values))
     held = decoded.clamp(-DL16_HOST_MAX, DL16_HOST_MAX)
     return held.to(torch.float16)
+
+
+def dl16_step(values: torch.Tensor) -> torch.Tensor:
+    """The distance between a DL16 number of each value's magnitude and the next one
+    (float32): ``2**(e - 9)`` for ``2**e <= |x| < 2**(e+1)``; at zero, DL16's smallest normal
+    (it has no subnormals)."""
+    _, exponent = torch.frexp(values.float().abs())  # |x| = m * 2**exponent, 0.5 <= m < 1
+    ones = torch.ones_like(values, dtype=torch.float32)
+    step = torch.ldexp(ones, exponent - 1 - DL16_FRACTION_BITS)
+    return torch.where(values == 0, torch.full_like(step, DL16_MIN_NORMAL), step)
 
 
 def nan_enters_(values: torch.Tensor) -> bool:

@@ -169,6 +169,11 @@ class GapCount:
         """The module paths that hit it, sorted (outside any forward is not listed)."""
         return tuple(sorted(m for m in self.module_counts if m != _NO_MODULE))
 
+    @property
+    def in_modules(self) -> int:
+        """The count inside module forwards (outside any forward not counted)."""
+        return sum(n for m, n in self.module_counts.items() if m != _NO_MODULE)
+
 
 @dataclass(frozen=True)
 class Snapshot:

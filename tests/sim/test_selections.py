@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from spyre_sim import telemetry
-from spyre_sim._selection_ties import dl16_step, registered, selection_ties, tied_rows
+from spyre_sim._selection_ties import registered, selection_ties, tied_rows
+from spyre_sim.numerics import dl16_step
 from spyre_sim.selections import Choice, recording, replaying
 
 pytestmark = pytest.mark.filterwarnings("ignore::spyre_sim.errors.SpyreSimWarning")
