@@ -154,26 +154,33 @@ def _replayed(
     expected: Tensor,
     choices: list[Any],
     decode: CpuDecode | None,
+    cpu_hidden: Tensor | None,
 ) -> dict[str, Any]:
     """The device's forward (and decoding) again, with the CPU's top-k choices at the rows
     rounding tied (:func:`spyre_sim.selections.replaying`): whether that alone makes them
-    agree with the CPU."""
+    agree with the CPU, by every check the run failed (a classifier's hidden state per
+    position too)."""
     import torch
 
     import spyre_sim
-    from spyre_adapters.agreement import compare, decoding
+    from spyre_adapters.agreement import MIN_COSINE, compare, decoding
     from spyre_sim.selections import replaying
 
     with spyre_sim.use_stack(stack), torch.no_grad():
+        hidden = {} if cpu_hidden is None else {"output_hidden_states": True}
         with replaying(choices) as forward_replay:
-            got = model(**feed).logits.cpu().float()
-        forward = compare(expected, got, logits=True)
+            out = model(**feed, **hidden)
+        forward = compare(expected, out.logits.cpu().float(), logits=True)
         found: dict[str, Any] = {
             "rows": forward_replay.replaced,
             "aligned": forward_replay.aligned,
             "cosine": round(forward.cosine, 6),
             "matches": forward.matches and forward_replay.aligned,
         }
+        if cpu_hidden is not None:
+            worst = worst_position(cpu_hidden, out.hidden_states[-1].cpu().float())
+            found["hidden"] = round(worst, 6)
+            found["matches"] = found["matches"] and worst >= MIN_COSINE
         if decode is not None:
             with replaying(decode.choices) as decode_replay:
                 tokens = _device_decode(model, decode)
@@ -307,7 +314,7 @@ def _one(kind: Kind, model_type: str, stack: str, generate: bool = False) -> dic
     if result["outcome"] == "mismatch" and ties:
         # a selection rounding decided inside the model: is it the whole difference?
         try:
-            replay = _replayed(model, stack, feed, expected, choices, decode)
+            replay = _replayed(model, stack, feed, expected, choices, decode, cpu_hidden)
         except Exception as error:  # the replay's own failure leaves the mismatch standing
             replay = {"matches": False, "error": f"{type(error).__name__}: {error}"[:200]}
         result["replay"] = replay
