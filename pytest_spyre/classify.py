@@ -14,9 +14,10 @@ that failed in the test (:mod:`pytest_spyre.precision`), and returns a
     gap of the release stopped the model. Also gap ``fp32-storage``: the device stored the
     test's float32 as float16 (the test's record counts that gap) and code outside the project
     refused float16 ("Unsupported dtype Half", "conversion from numpy.float16 to Decimal is not
-    supported"), raised below nothing of ours but mode hooks passing the call through: the real
-    device stores float32 the same way, so the same code refuses it there (checked before the
-    adapter blame, since such a hook only passed the call on);
+    supported"), raised below nothing of ours but mode hooks passing the call through, or an
+    assertion of the test compared float16 with float32 (``assert_close``'s dtype check of a
+    loss the device computed): the real device stores float32 the same way, so the same code
+    fails there (checked before the adapter blame, since such a hook only passed the call on);
 ``emulator``
     the frame that raised is the device or the plugin (``spyre_sim``, ``pytest_spyre``) and the
     exception is not one the device raises on purpose: a bug of ours. Also ``torch.compile``
@@ -27,7 +28,11 @@ that failed in the test (:mod:`pytest_spyre.precision`), and returns a
     code outside the project (PyTorch, a library the test uses) refuses the device type by name:
     the error was raised outside the project's packages and says the device is not supported
     (PyTorch's FlexAttention accepts only cuda, cpu, xpu, hpu and mps tensors). Not a gap of the
-    stack, nor a defect of ours: no out-of-tree device passes such a test;
+    stack, nor a defect of ours: no out-of-tree device passes such a test. Also a test that asks
+    for a second device (:class:`~spyre_sim.errors.SpyreDeviceIndexError`, found in a worker's
+    traceback when a spawned process raised it): the emulated system is one card, and code
+    that puts process ``i`` on device ``i`` (Transformers' tensor- and expert-parallel tests,
+    which spawn one process per rank) needs as many as it has ranks;
 ``miscompile``
     the device reproduced a documented miscompile during the test (wrong numbers, on purpose);
 ``precision``
@@ -54,7 +59,16 @@ from typing import Any
 
 from pytest_spyre.record import Failure, TestRecord, counted
 
-__all__ = ["classify", "innermost_package", "ties_text"]
+__all__ = ["EMULATOR_LIMITS", "ONE_CARD_PLATFORM", "classify", "innermost_package", "ties_text"]
+
+#: How the details of ``emulator`` failures that are limits of the emulation (what it does not
+#: reproduce), not bugs, begin: a report says "limit" for these and "defect" for the others.
+EMULATOR_LIMITS = (
+    "torch.compile is not emulated",
+    "the emulator could not compute what the device computes",
+)
+#: How the detail of a ``platform`` failure begins when the test asked for a second device.
+ONE_CARD_PLATFORM = "needs more devices than the emulated system has"
 
 _PACKAGES = ("spyre_sim", "spyre_adapters", "pytest_spyre")
 _COMPILERS = ("torch._dynamo", "torch._inductor")
@@ -120,11 +134,15 @@ _REFUSED_HALF = re.compile(
     r"|\b(not (be )?(implemented|supported)|unsupported)\b.*\b(half|float16)\b",
     re.I | re.S,
 )
+#: a dtype compared where the device gave float16 for float32 (``assert_close``'s attribute
+#: check, ``assertEqual(out.dtype, torch.float32)``)
+_HALF_FOR_FLOAT = re.compile(r"torch\.float16 != torch\.float32|torch\.float32 != torch\.float16")
 
 
 def _half_refused(chain: Sequence[BaseException], record: TestRecord) -> Failure | None:
     """Gap ``fp32-storage`` when the device stored float32 as float16 in this test and code
-    outside the project (or only our pass-through mode hooks above it) refused float16."""
+    outside the project (or only our pass-through mode hooks above it) refused float16, or the
+    test's own check of a result's dtype found float16 where it expected float32."""
     if "fp32-storage" not in record.gaps:
         return None
     for error in chain:
@@ -139,6 +157,14 @@ def _half_refused(chain: Sequence[BaseException], record: TestRecord) -> Failure
                 "gap",
                 "the device stores float32 as float16 (gap `fp32-storage`, lasting) and code "
                 f"that does not take float16 refused it: {_first_line(error)}{called}",
+                gap="fp32-storage",
+            )
+    for error in chain:
+        if isinstance(error, AssertionError) and _HALF_FOR_FLOAT.search(str(error)):
+            return Failure(
+                "gap",
+                "the device stores float32 as float16 (gap `fp32-storage`, lasting) and the "
+                f"test checked a result's dtype: {_first_line(error)}",
                 gap="fp32-storage",
             )
     return None
@@ -178,7 +204,7 @@ def classify(
     precision failure says when the test's tolerance is finer than one rounding step."""
     from pytest_spyre.precision import tolerance_note
     from spyre_adapters.errors import AdapterApplyError
-    from spyre_sim.errors import SpyreLoweringError, SpyreSimError
+    from spyre_sim.errors import ONE_CARD, SpyreDeviceIndexError, SpyreLoweringError, SpyreSimError
 
     chain = list(_chain(exc))
     for error in chain:
@@ -194,6 +220,10 @@ def classify(
         if where is not None and where[0] == "spyre_adapters":
             return Failure("adapter", f"{_first_line(exc)} (raised in {where[1]})")
     for error in chain:
+        here = isinstance(error, SpyreDeviceIndexError)
+        if here or ONE_CARD in str(error):
+            return Failure("platform", _one_card_line(error, here))
+    for error in chain:
         if isinstance(error, SpyreLoweringError):
             return Failure("gap", str(error).splitlines()[0][:300], gap=error.gap)
     if exc is not None:
@@ -208,7 +238,7 @@ def classify(
         if type(error).__module__.startswith(_COMPILERS):
             return Failure(
                 "emulator",
-                "torch.compile is not emulated: the emulated device runs eagerly and dynamo "
+                f"{EMULATOR_LIMITS[0]}: the emulated device runs eagerly and dynamo "
                 f"cannot trace its tensors ({_first_line(error)})",
             )
     if record.emulator_limits:
@@ -221,7 +251,7 @@ def classify(
             )
         return Failure(
             "emulator",
-            "the emulator could not compute what the device computes: it holds DL16 numbers in "
+            f"{EMULATOR_LIMITS[1]}: it holds DL16 numbers in "
             "fp16 host tensors, which " + _limits_text(record.emulator_limits) + ": "
             + counted(record.emulator_limits) + also,
         )  # fmt: skip
@@ -269,6 +299,17 @@ _LIMITS = {
 
 def _limits_text(limits: Mapping[str, int]) -> str:
     return " and ".join(_LIMITS.get(kind, kind) for kind in sorted(limits))
+
+
+def _one_card_line(error: BaseException, here: bool) -> str:
+    """The platform line of a test that asked for a second device: the device's own words (from
+    a worker's traceback text when the error crossed a process boundary: ``here`` is False)."""
+    from spyre_sim.errors import ONE_CARD
+
+    said = next((ln.strip() for ln in str(error).splitlines() if ONE_CARD in ln), "")
+    said = said.partition("SpyreDeviceIndexError: ")[2] or said
+    where = "" if here else " (in a worker process)"
+    return f"{ONE_CARD_PLATFORM}{where}: {said}"[:400]
 
 
 def _outside(exc: BaseException) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from torch import nn
 
-from pytest_spyre.classify import classify, ties_text
+from pytest_spyre.classify import EMULATOR_LIMITS, ONE_CARD_PLATFORM, classify, ties_text
 from pytest_spyre.inference_only import InferenceOnlySkip
 from pytest_spyre.record import Agreement, Blocker, Failure, TestRecord, counted
 from pytest_spyre.session import DeviceSession
@@ -127,8 +127,15 @@ def _section(failure: Failure, blocker: Blocker | None, resolved: list[str]) -> 
     if failure.cls == "adapter":
         return f"adapter failure: {failure.detail}"
     if failure.cls == "emulator":
+        if failure.detail.startswith(EMULATOR_LIMITS):
+            return (
+                "emulator limit (what the emulated device does not reproduce; not a gap of "
+                f"the stack, not a bug): {failure.detail}"
+            )
         return f"emulator defect (a bug of the emulated device or the plugin): {failure.detail}"
     if failure.cls == "platform":
+        if failure.detail.startswith(ONE_CARD_PLATFORM):
+            return f"platform (not a gap of the stack): the test {failure.detail}"
         return (
             "platform: code outside the project refuses the spyre device type (not a gap of "
             f"the stack; no out-of-tree device runs this): {failure.detail}"

@@ -46,6 +46,7 @@ from spyre_sim.catalogue import (
 from spyre_sim.errors import (
     CatalogueError,
     InferenceOnlyError,
+    SpyreDeviceIndexError,
     SpyreDowncastWarning,
     SpyreFallbackWarning,
     SpyreLayoutError,
@@ -72,6 +73,7 @@ __all__ = [
     "GapNature",
     "GapState",
     "InferenceOnlyError",
+    "SpyreDeviceIndexError",
     "OpRule",
     "Release",
     "Settings",

@@ -3,7 +3,8 @@
 ``torch.spyre.is_available()``, ``device_count()``, ``current_device()``,
 ``memory_allocated()`` (bytes of the storages behind live ``spyre`` tensors, each storage
 counted once), ``max_memory_allocated()``, ``reset_peak_memory_stats()``, ``memory_stats()``,
-``synchronize()``, ``empty_cache()``, ``manual_seed(_all)``. There is one device, index 0.
+``synchronize()``, ``empty_cache()``, ``manual_seed(_all)``. There is one device, index 0:
+``set_device`` of any other index raises :class:`~spyre_sim.errors.SpyreDeviceIndexError`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import torch
 
 from spyre_sim import _tensor
+from spyre_sim.errors import SpyreDeviceIndexError
 
 __all__ = [
     "current_device",
@@ -54,7 +56,7 @@ def current_device() -> int:
 def set_device(device: Any) -> None:
     index = torch.device(device).index if not isinstance(device, int) else device
     if index not in (None, 0):
-        raise ValueError(f"the emulated spyre device has only index 0 (got {device!r})")
+        raise SpyreDeviceIndexError(index)
 
 
 def synchronize(device: Any = None) -> None:

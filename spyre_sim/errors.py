@@ -17,6 +17,8 @@ __all__ = [
     "SpyreFallbackWarning",
     "SpyreSimWarning",
     "SpyreLayoutError",
+    "ONE_CARD",
+    "SpyreDeviceIndexError",
     "SpyreLoweringError",
     "SpyreSimError",
     "SpyreStackResolutionWarning",
@@ -116,6 +118,25 @@ class SpyreLayoutError(SpyreLoweringError):
 
 class InferenceOnlyError(SpyreSimError, RuntimeError):
     """Autograd/backward was requested on the device, which is inference-only."""
+
+
+#: The words every :class:`SpyreDeviceIndexError` message carries: a failure report finds them
+#: in the text of an error that crossed a process boundary (a worker's traceback, as
+#: ``torch.multiprocessing`` raises it in the parent), where the exception's type is lost.
+ONE_CARD = "the emulated system has one spyre card"
+
+
+class SpyreDeviceIndexError(SpyreSimError, ValueError):
+    """A device index other than 0 was asked for (``torch.spyre.set_device(1)``): the emulator
+    models one card. Code that puts process ``i`` of a job on device ``i`` (tensor or expert
+    parallel over N ranks) needs N cards. ``index`` is the index asked for."""
+
+    def __init__(self, index: object) -> None:
+        self.index = index
+        super().__init__(
+            f"spyre:{index} does not exist: {ONE_CARD} (index 0); a job that puts one process "
+            "on each device (tensor or expert parallel over N ranks) needs N cards"
+        )
 
 
 class CatalogueError(SpyreSimError, ValueError):

@@ -192,6 +192,26 @@ def test_float16_refused_where_the_device_stored_float32_is_gap_fp32_storage() -
     assert classify(_raised_in("torch", RuntimeError("no")), stored, [], "DL16").gap is None
 
 
+def test_a_dtype_check_finding_float16_for_float32_is_gap_fp32_storage() -> None:
+    """A test that checks the dtype of what the device computed (``assert_close`` of an MoE
+    auxiliary loss against a float32 tensor) finds float16, as on the real device: gap
+    ``fp32-storage``, ahead of the closeness check the same assertion failed."""
+    try:
+        torch.testing.assert_close(torch.tensor(2.0, dtype=torch.half), torch.tensor(2.0))
+    except AssertionError as exc:
+        mismatch = exc
+    check = {"check": "torch.testing.assert_close", "max_abs_diff": 0.0}
+    stored = TestRecord("t", gaps={"fp32-storage": 1})
+    failure = classify(mismatch, stored, [check], "DL16")
+    assert (failure.cls, failure.gap) == ("gap", "fp32-storage")
+    assert "checked a result's dtype" in failure.detail
+    assert "torch.float16 != torch.float32" in failure.detail
+    # no float32 stored as float16 in the test: the device did not cause it
+    assert classify(mismatch, TestRecord("t"), [check], "DL16").cls == "precision"
+    other = AssertionError("torch.int32 != torch.int64")
+    assert classify(other, stored, [], "DL16").gap is None
+
+
 def test_a_failed_difference_bound_is_a_closeness_check() -> None:
     """``assertLessEqual(max_diff, 1e-5)`` on a floating difference is recorded like allclose;
     other uses of the assertion are not, and the assertion behaves as before."""
@@ -532,3 +552,59 @@ def test_a_report_path_that_is_a_directory_is_refused_before_any_test(suite: Pat
     run = pytest_subprocess(suite, "--spyre", f"--spyre-report={suite}")
     assert run.ret == pytest.ExitCode.USAGE_ERROR
     assert "is a directory; give a file path" in run.stderr
+
+
+def test_asking_for_a_second_device_is_platform_also_from_a_worker_process() -> None:
+    """The emulated system is one card: ``set_device(1)`` raises the device's own error, class
+    platform. Transformers' tensor-parallel tests hit it in spawned workers, whose exception
+    reaches the test as traceback text inside ``ProcessRaisedException``."""
+    import spyre_sim
+    from spyre_sim.errors import SpyreDeviceIndexError
+
+    spyre_sim.register()
+    with pytest.raises(SpyreDeviceIndexError, match="one spyre card") as raised:
+        torch.spyre.set_device(1)  # type: ignore[attr-defined]
+    assert isinstance(raised.value, ValueError)  # what code catching a bad index expects
+    assert raised.value.index == 1
+    torch.spyre.set_device(0)  # type: ignore[attr-defined]
+    here = classify(raised.value, TestRecord("t"), [], "DL16")
+    assert here.cls == "platform"
+    assert "spyre:1 does not exist" in here.detail
+    assert "worker" not in here.detail
+
+    from torch.multiprocessing.spawn import ProcessRaisedException
+
+    text = (
+        "\n\n-- Process 1 terminated with the following error:\nTraceback (most recent call "
+        'last):\n  File "spyre_sim/backend.py", line 58, in set_device\n    raise '
+        f"SpyreDeviceIndexError(index)\nspyre_sim.errors.SpyreDeviceIndexError: {raised.value}\n"
+    )
+    worker = classify(ProcessRaisedException(text, 1, 4242), TestRecord("t"), [], "DL16")
+    assert worker.cls == "platform"
+    assert worker.detail.startswith("needs more devices than the emulated system has (in a worker")
+    assert worker.detail.endswith(str(raised.value))
+    other = ProcessRaisedException("\nValueError: bad rank\n", 1, 4242)
+    assert classify(other, TestRecord("t"), [], "DL16").cls == "unexplained"
+
+
+def test_a_sections_heading_tells_an_emulator_limit_from_a_defect() -> None:
+    """An emulator failure that is a limit of the emulation (torch.compile, a DL16 number the
+    fp16 host cannot hold) is not called a bug; a second device asked for is not called a
+    library refusing the device type."""
+    from pytest_spyre.record import Failure
+    from pytest_spyre.recorder import _section
+
+    ranged = classify(
+        AssertionError("x"), TestRecord("t", emulator_limits={"fp16-range": 1}), [], "DL16"
+    )
+    assert _section(ranged, None, []).startswith("emulator limit (")
+    bug = classify(_raised_in("spyre_sim", IndexError("i")), TestRecord("t"), [], "DL16")
+    assert _section(bug, None, []).startswith("emulator defect (")
+    from spyre_sim.errors import SpyreDeviceIndexError
+
+    card = classify(SpyreDeviceIndexError(1), TestRecord("t"), [], "DL16")
+    assert _section(card, None, []).startswith(
+        "platform (not a gap of the stack): the test needs more devices"
+    )
+    refused = Failure("platform", "ValueError: FlexAttention is only supported on CUDA")
+    assert "refuses the spyre device type" in _section(refused, None, [])
