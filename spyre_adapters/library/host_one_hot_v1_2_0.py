@@ -9,9 +9,10 @@ none of the model's helpers. The MoE language models whose auxiliary loss
 (``load_balancing_loss_func``, called from ``<X>ForCausalLM.forward`` when
 ``output_router_logits`` is set) builds its expert mask with ``one_hot`` were therefore not
 selected (OLMoE, Qwen3-MoE, Mixtral, Qwen2-MoE, Jamba, ERNIE 4.5 MoE, ...), and the loss
-stopped at ``int64-storage``. 1.2.0 follows every function of each decorator chain (the
-functions a wrapper closes over), each with its own globals; a decorator step is not a call,
-so :data:`DEPTH` counts helper calls as before. The mode and everything else are 1.1.0's.
+stopped at ``int64-storage``. 1.2.0 starts 1.1.0's walk from every function of the forward's
+decorator chain (the functions a wrapper closes over), each with its own globals; a decorator
+step is not a call, so :data:`DEPTH` counts helper calls as before. The mode and everything
+else are 1.1.0's.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import types
 
 from torch import nn
 
+from spyre_adapters.library import host_one_hot_v1_1_0 as v1_1_0
 from spyre_adapters.library._global_rebinding import _chain
 from spyre_adapters.library._mode_scoped_forward import ForwardSelector
-from spyre_adapters.library.host_one_hot import _NAME, HostOneHot, _class_calls
+from spyre_adapters.library.host_one_hot import HostOneHot, _class_calls
 
 __all__ = ["DEPTH", "HostOneHotDecorated", "adapter", "reaches_one_hot"]
 
@@ -31,24 +33,9 @@ DEPTH = 3
 
 
 def reaches_one_hot(fn: types.FunctionType, depth: int = DEPTH) -> bool:
-    """``fn`` (or a function of its decorator chain) calls ``one_hot``, itself or through the
-    functions of its globals it names, up to ``depth`` calls deep."""
-    seen: set[types.CodeType] = set()
-    pending = [(fn, 0)]
-    while pending:
-        outer, level = pending.pop()
-        for current in _chain(outer):
-            if current.__code__ in seen:
-                continue
-            seen.add(current.__code__)
-            if _NAME in current.__code__.co_names:
-                return True
-            if level < depth:
-                for name in current.__code__.co_names:
-                    callee = current.__globals__.get(name)
-                    if isinstance(callee, types.FunctionType):
-                        pending.append((callee, level + 1))
-    return False
+    """A function of ``fn``'s decorator chain calls ``one_hot``, itself or through the functions
+    of its globals it names, up to ``depth`` calls deep (1.1.0's walk from each of them)."""
+    return any(v1_1_0.reaches_one_hot(current, depth) for current in _chain(fn))
 
 
 class HostOneHotDecorated(HostOneHot):
