@@ -35,6 +35,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,6 +159,40 @@ def _collected(run: Path, python: str, families: list[str], cache: Path) -> dict
     return failed
 
 
+def _build(
+    staging: Path,
+    source: Path,
+    args: argparse.Namespace,
+    missing: list[str],
+    decoders: dict[str, dict[str, object]],
+) -> tuple[list[str], dict[str, str]]:
+    """Fill ``staging`` with the tree, its runner and the missing families' files; the families
+    kept and, for those left out, why."""
+    shutil.copytree(source, staging / "tree")
+    for name in ("run", "requirements.txt", "LICENSE"):
+        if (args.tree / name).is_file():
+            shutil.copy2(args.tree / name, staging / name)
+    written: list[str] = []
+    for family in missing:
+        text = (
+            _sibling_file(source, family) if family in SIBLINGS
+            else _decoder_file(family, decoders[family])
+        )  # fmt: skip
+        if text is None:
+            continue
+        folder = staging / "tree" / "tests" / "models" / family
+        folder.mkdir()
+        (folder / "__init__.py").write_text("")
+        (folder / f"test_modeling_{family}.py").write_text(text)
+        written.append(family)
+    cache = staging / ".collect-cache"
+    failed = _collected(staging / "run", args.python, written, cache) if written else {}
+    shutil.rmtree(cache, ignore_errors=True)
+    for family in failed:
+        shutil.rmtree(staging / "tree" / "tests" / "models" / family)
+    return [f for f in written if f not in failed], failed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree", type=Path, default=DEFAULT_TREE,
@@ -190,32 +225,15 @@ def main(argv: list[str] | None = None) -> int:
     if wanted:
         missing = [f for f in missing if f in wanted]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    staging = args.out.with_name(args.out.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(source, staging / "tree")
-    for name in ("run", "requirements.txt", "LICENSE"):
-        if (args.tree / name).is_file():
-            shutil.copy2(args.tree / name, staging / name)
-    written: list[str] = []
-    for family in missing:
-        text = (
-            _sibling_file(source, family) if family in SIBLINGS
-            else _decoder_file(family, decoders[family])
-        )  # fmt: skip
-        if text is None:
-            continue
-        folder = staging / "tree" / "tests" / "models" / family
-        folder.mkdir()
-        (folder / "__init__.py").write_text("")
-        (folder / f"test_modeling_{family}.py").write_text(text)
-        written.append(family)
-    cache = staging / ".collect-cache"
-    failed = _collected(staging / "run", args.python, written, cache) if written else {}
-    shutil.rmtree(cache, ignore_errors=True)
-    for family in failed:
-        shutil.rmtree(staging / "tree" / "tests" / "models" / family)
-    made = [f for f in written if f not in failed]
-    staging.rename(args.out)  # the finished tree appears whole, or not at all
+    # built beside --out under a fresh name, then renamed: the finished tree appears whole, or
+    # not at all, and no directory of the user's is reused or removed
+    staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
+    try:
+        made, failed = _build(staging, source, args, missing, decoders)
+        staging.rename(args.out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     print(f"{args.out}: {len(made)} families the shared tree lacks: {','.join(made)}")
     for family, reason in failed.items():
         print(f"  not collected, left out: {family}: {reason}")
