@@ -43,7 +43,10 @@ that failed in the test (:mod:`pytest_spyre.precision`), and returns a
     DL16 step (``rounding_ties``): rounding chose, and the CPU may have chosen otherwise. Either
     line names the selections. Inside an arbitrary test this is the likely cause, not a proof
     (triage and the odd-size probe prove it by replaying the CPU's choices,
-    :mod:`spyre_sim.selections`);
+    :mod:`spyre_sim.selections`). Also an ``AssertionError`` that speaks of NaN in a test where
+    a device result held NaN its operands did not (``nan_made``, :mod:`spyre_sim._nan_made`):
+    DL16 has no subnormals, so two tiny numbers the CPU divides are 0/0 on the device; the line
+    names the op and module where the NaN began;
 ``unexplained``
     none of the above. Must not happen: it means a behaviour of the device or of an adapter
     that nobody has explained yet.
@@ -59,7 +62,14 @@ from typing import Any
 
 from pytest_spyre.record import Failure, TestRecord, counted
 
-__all__ = ["EMULATOR_LIMITS", "ONE_CARD_PLATFORM", "classify", "innermost_package", "ties_text"]
+__all__ = [
+    "EMULATOR_LIMITS",
+    "ONE_CARD_PLATFORM",
+    "classify",
+    "innermost_package",
+    "nan_text",
+    "ties_text",
+]
 
 #: How the details of ``emulator`` failures that are limits of the emulation (what it does not
 #: reproduce), not bugs, begin: a report says "limit" for these and "defect" for the others.
@@ -71,6 +81,8 @@ EMULATOR_LIMITS = (
 ONE_CARD_PLATFORM = "needs more devices than the emulated system has"
 
 _PACKAGES = ("spyre_sim", "spyre_adapters", "pytest_spyre")
+#: An assertion's message that speaks of NaN ("has `nan`", "torch.isnan(...)", "NaN found").
+_SPEAKS_OF_NAN = re.compile(r"\bnan\b|isnan", re.IGNORECASE)
 _COMPILERS = ("torch._dynamo", "torch._inductor")
 
 
@@ -271,7 +283,16 @@ def classify(
             check["tolerance_note"] = note
         if record.rounding_ties:
             check["rounding_ties"] = dict(record.rounding_ties)
+        if record.nan_made:
+            check["nan_made"] = _nan_where(record)
         return Failure("precision", _precision_line(check), measured=check)
+    if record.nan_made and isinstance(exc, AssertionError) and _SPEAKS_OF_NAN.search(str(exc)):
+        made = _nan_where(record)
+        return Failure(
+            "precision",
+            f"{_first_line(exc)}; {nan_text(made)}",
+            measured={"nan_made": made, "device_format": device_format},
+        )
     if record.rounding_ties and isinstance(exc, AssertionError):
         ties = dict(record.rounding_ties)
         return Failure(
@@ -287,6 +308,23 @@ def ties_text(ties: Mapping[str, int]) -> str:
     return (
         "the device decided selections between values within one DL16 step, which rounding "
         f"may order either way ({counted(ties)} rows): the CPU may have chosen otherwise"
+    )
+
+
+def _nan_where(record: TestRecord) -> dict[str, int]:
+    """A test's ``nan_made`` keyed ``"op in module, module"`` where the modules are known."""
+    return {
+        f"{op} in {', '.join(record.nan_modules[op])}" if record.nan_modules.get(op) else op: n
+        for op, n in sorted(record.nan_made.items())
+    }
+
+
+def nan_text(made: Mapping[str, int]) -> str:
+    """What the ``nan_made`` of a test say, for its spyre section."""
+    return (
+        f"device results held NaN their operands did not ({counted(made)}): DL16 has no "
+        "subnormals, so magnitudes below 2**-30 are zero on the device and, e.g., a division "
+        "of two tiny numbers is 0/0 there"
     )
 
 
@@ -333,4 +371,6 @@ def _precision_line(check: dict[str, Any]) -> str:
         line = f"{line}; {check['tolerance_note']}"
     if check.get("rounding_ties"):
         line = f"{line}; {ties_text(check['rounding_ties'])}"
+    if check.get("nan_made"):
+        line = f"{line}; {nan_text(check['nan_made'])}"
     return line

@@ -126,6 +126,10 @@ class TestRecord:
     # rows of selections (top-k, argmax) the device decided between values within one DL16
     # step, op -> rows (see spyre_sim._selection_ties): the CPU may have chosen otherwise
     rounding_ties: dict[str, int] = field(default_factory=dict)
+    # results that held NaN their operands did not, op -> count (spyre_sim._nan_made): 0/0
+    # once DL16, without subnormals, stored tiny numbers as zero
+    nan_made: dict[str, int] = field(default_factory=dict)
+    nan_modules: dict[str, list[str]] = field(default_factory=dict)  # op -> module paths
     adapters: list[str] = field(default_factory=list)  # "name version", applied in this test
     bridged: dict[str, int] = field(default_factory=dict)  # op -> calls an op bridge computed
     blocked_by: Blocker | None = None
@@ -157,6 +161,8 @@ class TestRecord:
             "miscompiles": dict(sorted(self.miscompiles.items())),
             "emulator_limits": dict(sorted(self.emulator_limits.items())),
             "rounding_ties": dict(sorted(self.rounding_ties.items())),
+            "nan_made": dict(sorted(self.nan_made.items())),
+            "nan_modules": {k: sorted(v) for k, v in sorted(self.nan_modules.items())},
             "adapters": sorted(self.adapters),
             "bridged": dict(sorted(self.bridged.items())),
             "blocked_by": None if self.blocked_by is None else vars(self.blocked_by).copy(),
@@ -184,6 +190,8 @@ class TestRecord:
             miscompiles=dict(data["miscompiles"]),
             emulator_limits=dict(data.get("emulator_limits", {})),
             rounding_ties=dict(data.get("rounding_ties", {})),
+            nan_made=dict(data.get("nan_made", {})),
+            nan_modules={k: list(v) for k, v in data.get("nan_modules", {}).items()},
             adapters=list(data["adapters"]),
             bridged=dict(data.get("bridged", {})),
             blocked_by=None if blocked is None else Blocker(**blocked),
@@ -247,6 +255,7 @@ class RunTally:
     expectations: Counter[str] = field(default_factory=Counter)  # verdict -> tests
     emulator_limits: Counter[str] = field(default_factory=Counter)  # kind -> tests
     rounding_ties: Counter[str] = field(default_factory=Counter)  # op -> tests
+    nan_made: Counter[str] = field(default_factory=Counter)  # op -> tests
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -269,6 +278,7 @@ class RunTally:
             "expectations": dict(sorted(self.expectations.items())),
             "emulator_limits": dict(sorted(self.emulator_limits.items())),
             "rounding_ties": dict(sorted(self.rounding_ties.items())),
+            "nan_made": dict(sorted(self.nan_made.items())),
         }
 
 
@@ -296,6 +306,7 @@ def tally(records: Iterable[TestRecord]) -> RunTally:
         result.miscompiles.update(set(rec.miscompiles))
         result.emulator_limits.update(set(rec.emulator_limits))
         result.rounding_ties.update(set(rec.rounding_ties))
+        result.nan_made.update(set(rec.nan_made))
         result.adapters.update(set(rec.adapters))
         result.inference_only += rec.inference_only
         if rec.gap_closed:

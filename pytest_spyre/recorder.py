@@ -24,7 +24,13 @@ from typing import Any
 import pytest
 from torch import nn
 
-from pytest_spyre.classify import EMULATOR_LIMITS, ONE_CARD_PLATFORM, classify, ties_text
+from pytest_spyre.classify import (
+    EMULATOR_LIMITS,
+    ONE_CARD_PLATFORM,
+    classify,
+    nan_text,
+    ties_text,
+)
 from pytest_spyre.inference_only import InferenceOnlySkip
 from pytest_spyre.record import Agreement, Blocker, Failure, TestRecord, counted
 from pytest_spyre.session import DeviceSession
@@ -121,6 +127,8 @@ def _section(failure: Failure, blocker: Blocker | None, resolved: list[str]) -> 
               if measured.get("tolerance_note") else []),
             *([f"  selections:  {ties_text(measured['rounding_ties'])}"]
               if measured.get("rounding_ties") else []),
+            *([f"  NaN made:    {nan_text(measured['nan_made'])}"]
+              if measured.get("nan_made") else []),
         ])  # fmt: skip
     if failure.cls == "miscompile":
         return f"miscompile: {failure.detail}"
@@ -191,6 +199,10 @@ class TestRecorder:
             rec.emulator_limits[kind] = rec.emulator_limits.get(kind, 0) + entry.count
         for op, entry in delta.rounding_ties.items():
             rec.rounding_ties[op] = rec.rounding_ties.get(op, 0) + entry.count
+        for op, entry in delta.nan_made.items():
+            rec.nan_made[op] = rec.nan_made.get(op, 0) + entry.count
+            paths = rec.nan_modules.setdefault(op, [])
+            paths.extend(p for p in entry.modules if p not in paths)
         rec.harness_ops += delta.ops_decided(OpDecision.HARNESS)
 
     def _phase(self, item: pytest.Item) -> Generator[None, Any, Any]:

@@ -29,6 +29,9 @@ file, and two runs can be diffed::
                                                 # as the device does
         "rounding_ties": {"aten.topk": 2},      # op -> tests where the device decided a
                                                 # selection within one DL16 step
+        "nan_made": {"aten.div": 1},            # op -> tests where a device result held NaN
+                                                # its operands did not (0/0 after DL16 stored
+                                                # tiny numbers as zero)
         "adapters_applied": {"rope-rotation 1.0.0": 9},   # adapter -> tests
         "inference_only": 1,                    # tests skipped: backward on the device
         "gap_closed": ["<nodeid>"],             # spyre_xfail markers whose gap is closed
@@ -47,6 +50,8 @@ file, and two runs can be diffed::
                                                  # fp16 host tensors flush); not a miscompile
          "rounding_ties": {"aten.topk": 5},     # op -> rows of selections (a router's top-k)
                                                  # decided between values within one DL16 step
+         "nan_made": {"aten.div": 1},           # op -> results holding NaN their operands
+         "nan_modules": {"aten.div": ["CLIPModel"]},   # did not, and where
          "adapters": ["rope-rotation 1.0.0"],   # applied; op bridges only where they computed
          "bridged": {"aten.isinf.default": 3},  # op -> calls op bridges computed in this test
          "blocked_by": null | {"gap": "...", "op": "aten.sin.default", "release": "2025.12",

@@ -66,6 +66,11 @@ def write(terminal: Any, session: DeviceSession, records: list[TestRecord]) -> N
             f"selections within one DL16 step: {_per_tests(total.rounding_ties)} (top-k or "
             "argmax rows whose candidates rounding may order either way: precision, not a gap)"
         )
+    if total.nan_made:
+        terminal.write_line(
+            f"NaN made on the device: {_per_tests(total.nan_made)} (results holding NaN their "
+            "operands did not, e.g. 0/0 once DL16 stored tiny numbers as zero: precision)"
+        )
     terminal.write_line(f"adapters applied: {_per_tests(total.adapters)}")
     if total.adapter_errors:
         terminal.write_line(f"adapters that failed to prepare: {_per_tests(total.adapter_errors)}")

@@ -33,6 +33,7 @@ from spyre_sim import (
     _host_arguments,
     _lowering,
     _modules,
+    _nan_made,
     _op_info,
     _op_results,
     _storage,
@@ -191,6 +192,7 @@ def _execute(
 ) -> Any:
     if verdict.decision is Decision.FALLBACK:
         return _fallback(func, info, verdict, args, hargs, hkwargs)
+    clean_before = _nan_made.clean(hargs) if info.makes_nan and info.mutated else None
     out = NotImplemented
     if (
         info.wide is not None
@@ -201,6 +203,8 @@ def _execute(
     rounded = out is not NotImplemented
     if not rounded:
         out = info.call(*hargs, **hkwargs)  # the C++ op, without OpOverload.__call__
+    if info.makes_nan and _nan_made.made_nan(out, [*hargs, *hkwargs.values()], clean_before):
+        telemetry.count_nan_made(info.packet, _modules.current_module_path())
     if not verdict.miscompiles and not verdict.marks:
         return _op_results.finish(info, args, out, rounded=rounded)
     checked, marks = _lowering.apply_miscompiles(verdict, args, kwargs or {}, out)

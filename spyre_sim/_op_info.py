@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from torch._ops import OpOverload
 
-from spyre_sim import _host_kernels, _selection_ties, _special_ops, _storage, _wide_arithmetic
+from spyre_sim import (
+    _host_kernels,
+    _nan_made,
+    _selection_ties,
+    _special_ops,
+    _storage,
+    _wide_arithmetic,
+)
 
 if TYPE_CHECKING:
     from spyre_sim._lowering import Verdict
@@ -31,6 +38,7 @@ class OpInfo:
         "dropout",
         "fresh",
         "is_view",
+        "makes_nan",
         "mutated",
         "name",
         "out_args",
@@ -108,6 +116,8 @@ class OpInfo:
         self.wide = _wide_arithmetic.width(self, func)
         #: the check of a selection decided within one DL16 step (:mod:`_selection_ties`), or None
         self.watch = _selection_ties.watcher(self.name)
+        #: whether the result can hold NaN its operands do not (:mod:`_nan_made`)
+        self.makes_nan = self.packet in _nan_made.NAN_MAKERS
         self.cache: dict[Any, Verdict] = {}
         self.verdict: Verdict | None = None
         self.verdict_gen: Any = None

@@ -239,12 +239,19 @@ def round_wide_to_dl16(values: torch.Tensor, owned: bool = False) -> torch.Tenso
     magnitude and clearing the 14 low bits rounds to nearest with ties away, a carry into the
     exponent included; the result has at most 10 significant bits and converts to fp16 exactly
     wherever fp16 has normals. Magnitudes are first limited to :data:`DL16_HOST_MAX` (what the
-    host holds for every DL16 value beyond fp16's range, infinities included); NaN stays NaN.
-    A float64 value goes through float32 first, which changes its DL16 rounding only when it
+    host holds for every DL16 value beyond fp16's range, infinities included); NaN stays NaN,
+    whatever its payload (:data:`_QUIET_NAN`). A float64 value goes through float32 first, which changes its DL16 rounding only when it
     lies within 2**-24 of a DL16 midpoint without being on it. Below fp16's normals the DL16
     value is held as fp16's conversion gives it (the host cannot hold DL16's smaller normals).
     """
     return round_wide_held(values, owned)[0]
+
+
+#: The NaN a wide result's NaNs are rewritten to before rounding (0x7FC00000: no payload). The
+#: rounding adds to the bits: a NaN with a full payload, such as the 0x7FFFFFFF PyTorch's
+#: half-to-float conversion gives for fp16's NaN on some CPUs, would carry into the sign bit
+#: and come out as -0 (or, from a signalling NaN, as infinity).
+_QUIET_NAN = float("nan")
 
 
 def round_wide_held(values: torch.Tensor, owned: bool = False) -> tuple[torch.Tensor, bool]:
@@ -265,6 +272,7 @@ def round_wide_held(values: torch.Tensor, owned: bool = False) -> tuple[torch.Te
             finite = wide[torch.isfinite(wide)]
             beyond = bool(finite.numel() and finite.abs().max() > DL16_HOST_MAX)
         wide.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
+        wide[torch.isnan(wide)] = _QUIET_NAN
         bits32 = wide.view(torch.int32)
         bits32.add_(0x2000)
         bits32.bitwise_and_(-0x4000)
@@ -277,6 +285,7 @@ def round_wide_held(values: torch.Tensor, owned: bool = False) -> tuple[torch.Te
             finite = array[_np.isfinite(array)]
             beyond = bool(finite.size and _np.abs(finite).max() > DL16_HOST_MAX)
             wide.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
+            array[_np.isnan(array)] = _QUIET_NAN
         bits = array.view(_np.uint32)
         bits += 0x2000
         bits &= 0xFFFFC000

@@ -45,6 +45,7 @@ class Counters:
         "fallbacks",
         "gaps",
         "miscompiles",
+        "nan_made",
         "ops",
         "rounding_ties",
         "transfers",
@@ -59,6 +60,7 @@ class Counters:
         self.errors: dict[str, int] = {}
         self.emulator_limits: dict[str, dict[str, int]] = {}
         self.rounding_ties: dict[str, dict[str, int]] = {}
+        self.nan_made: dict[str, dict[str, int]] = {}
 
     def clear(self) -> None:
         """Forget every count (the dicts stay the same objects)."""
@@ -69,6 +71,7 @@ class Counters:
         self.errors.clear()
         self.emulator_limits.clear()
         self.rounding_ties.clear()
+        self.nan_made.clear()
         for key in TRANSFER_KEYS:
             self.transfers[key] = 0
 

@@ -9,7 +9,7 @@ The hot path only bumps plain ``dict`` counters (held by :data:`spyre_sim.state.
     snap.fallbacks["aten.arange.default"]                # 2
     snap.transfers.host_to_device_bytes
     snap.gaps["sin-cos"].count, snap.gaps["sin-cos"].modules
-    snap.miscompiles, snap.errors, snap.emulator_limits, snap.rounding_ties
+    snap.miscompiles, snap.errors, snap.emulator_limits, snap.rounding_ties, snap.nan_made
 
 ``gaps`` counts every op whose decision named a gap (fallback, decomposed, unsupported,
 miscompiled, layout errors); ``errors`` counts the raised ones only. A gap's
@@ -20,6 +20,9 @@ number its fp16 host tensors cannot hold): the emulator's limit, not the device'
 decided between values within one DL16 step of each other (:mod:`spyre_sim._selection_ties`):
 rounding may order such values either way, so the CPU may have chosen otherwise. A precision
 fact, not an error: an MoE router's top-k over near-equal scores is the common case.
+``nan_made`` counts, per op, results that hold NaN their operands did not (0/0 once DL16, which
+has no subnormals, stored two tiny numbers as zero; :mod:`spyre_sim._nan_made`): the device's
+number format, not a miscompile.
 
 JSON is for the edges only (files, other processes): :meth:`Snapshot.to_json` writes schema
 version 1, whose shape is :data:`JSON_SCHEMA` (a JSON Schema, as code), and
@@ -68,6 +71,7 @@ _miscompiles = _counters.miscompiles
 _errors = _counters.errors
 _emulator_limits = _counters.emulator_limits
 _rounding_ties = _counters.rounding_ties
+_nan_made = _counters.nan_made
 
 _NO_MODULE = ""  # key used when an op ran outside any nn.Module forward
 
@@ -123,6 +127,12 @@ def count_rounding_ties(op: str, module_path: str | None, rows: int) -> None:
     """Count ``rows`` rows of one ``op`` call whose selection the device decided between
     values within one DL16 step of each other (see :mod:`spyre_sim._selection_ties`)."""
     _bump(_rounding_ties, op, module_path, rows)
+
+
+def count_nan_made(op: str, module_path: str | None) -> None:
+    """Count one result of ``op`` that holds NaN its operands did not (see
+    :mod:`spyre_sim._nan_made`)."""
+    _bump(_nan_made, op, module_path)
 
 
 def count_error(gap: str) -> None:
@@ -189,6 +199,8 @@ class Snapshot:
     emulator_limits: Mapping[str, GapCount] = field(default_factory=dict)
     #: rows of selections decided within one DL16 step, per op (see count_rounding_ties)
     rounding_ties: Mapping[str, GapCount] = field(default_factory=dict)
+    #: results that hold NaN their operands did not, per op (see count_nan_made)
+    nan_made: Mapping[str, GapCount] = field(default_factory=dict)
 
     def ops_decided(self, decision: OpDecision) -> int:
         """How many op executions got ``decision``."""
@@ -209,6 +221,7 @@ class Snapshot:
             "errors": dict(sorted(self.errors.items())),
             "emulator_limits": {k: _gap_json(e) for k, e in sorted(self.emulator_limits.items())},
             "rounding_ties": {k: _gap_json(e) for k, e in sorted(self.rounding_ties.items())},
+            "nan_made": {k: _gap_json(e) for k, e in sorted(self.nan_made.items())},
         }
 
     @classmethod
@@ -238,6 +251,7 @@ class Snapshot:
             rounding_ties={
                 str(k): _gap_from_json(e) for k, e in doc.get("rounding_ties", {}).items()
             },
+            nan_made={str(k): _gap_from_json(e) for k, e in doc.get("nan_made", {}).items()},
         )
 
 
@@ -281,6 +295,7 @@ JSON_SCHEMA: dict[str, Any] = {
         "errors",
         "emulator_limits",
         "rounding_ties",
+        "nan_made",
     ],
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
@@ -303,6 +318,7 @@ JSON_SCHEMA: dict[str, Any] = {
         "errors": _COUNTS,
         "emulator_limits": {"type": "object", "additionalProperties": _GAP_ENTRY},
         "rounding_ties": {"type": "object", "additionalProperties": _GAP_ENTRY},
+        "nan_made": {"type": "object", "additionalProperties": _GAP_ENTRY},
     },
 }
 
@@ -327,6 +343,7 @@ def snapshot() -> Snapshot:
         rounding_ties={
             k: GapCount(sum(m.values()), dict(m)) for k, m in sorted(_rounding_ties.items())
         },
+        nan_made={k: GapCount(sum(m.values()), dict(m)) for k, m in sorted(_nan_made.items())},
     )
 
 
@@ -371,6 +388,7 @@ def _combine(a: Snapshot, b: Snapshot, sign: int) -> Snapshot:
         errors=_add(a.errors, b.errors, sign),
         emulator_limits=_add_gaps(a.emulator_limits, b.emulator_limits, sign),
         rounding_ties=_add_gaps(a.rounding_ties, b.rounding_ties, sign),
+        nan_made=_add_gaps(a.nan_made, b.nan_made, sign),
     )
 
 

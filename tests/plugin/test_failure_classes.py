@@ -161,6 +161,27 @@ def test_a_selection_rounding_decided_makes_a_failure_precision_and_says_so() ->
     assert TestRecord.from_json(tied.to_json()).rounding_ties == ties
 
 
+def test_a_nan_the_device_made_makes_a_nan_assertion_precision_and_says_where() -> None:
+    """A test that finds NaN in an output where a device result held NaN its operands did not
+    (0/0 once DL16 stored tiny numbers as zero): precision, naming the op and module. An
+    assertion about something else in such a test stays unexplained."""
+    made = TestRecord("t", nan_made={"aten.div": 2}, nan_modules={"aten.div": ["CLIPModel"]})
+    failure = classify(AssertionError("Batched output has `nan` in X"), made, [], "DL16")
+    assert failure.cls == "precision"
+    assert "(aten.div in CLIPModel x2)" in failure.detail
+    assert failure.measured == {"nan_made": {"aten.div in CLIPModel": 2}, "device_format": "DL16"}
+    rewritten = AssertionError("assert not tensor(True)\n +  where = torch.isnan(...)")
+    assert classify(rewritten, made, [], "DL16").cls == "precision"
+    assert classify(AssertionError("shapes differ"), made, [], "DL16").cls == "unexplained"
+    assert classify(ValueError("nan"), made, [], "DL16").cls == "unexplained"
+    check = {"check": "torch.allclose", "max_abs_diff": float("nan"), "nan": 4}
+    close = classify(AssertionError("not close"), made, [check], "DL16")
+    assert close.cls == "precision"
+    assert "device results held NaN their operands did not" in close.detail
+    back = TestRecord.from_json(made.to_json())
+    assert (back.nan_made, back.nan_modules) == (made.nan_made, made.nan_modules)
+
+
 def test_float16_refused_where_the_device_stored_float32_is_gap_fp32_storage() -> None:
     """The device keeps float32 as float16; code that does not take float16 refuses it the same
     way on the real device: gap ``fp32-storage``, also below our pass-through mode hooks."""
@@ -410,6 +431,18 @@ def test_router_choice(spyre_device):
     assert got.tolist() == expected.tolist()
 
 
+class Normalise(torch.nn.Module):
+    def forward(self, x):
+        return x / x.norm(dim=-1, keepdim=True)
+
+
+def test_nan_made(spyre_device):
+    # 1e-12 is below DL16's smallest normal: zero on the device, where the CPU divides tiny
+    # numbers (a CLIP-style head of a tiny tester model)
+    got = Normalise()(torch.full((2, 8), 1e-12).to(spyre_device)).cpu()
+    assert not torch.isnan(got).any(), "the output has nan"
+
+
 def test_emulator_limit(spyre_device):
     got = Shift()(torch.zeros(2, 8).to(spyre_device)).cpu().float()
     assert not torch.isnan(got).any()
@@ -506,7 +539,7 @@ def test_a_miscompile_gets_a_section_on_the_test(at_2026_05: Run) -> None:
     )
     pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
         [
-            "failures by class: gap 1, precision 3, miscompile 1, emulator 1",
+            "failures by class: gap 1, precision 4, miscompile 1, emulator 1",
             "miscompiles: sdpa-strided (2 tests)",
         ]
     )
@@ -520,6 +553,22 @@ def test_a_choice_rounding_decided_is_precision_and_counted(at_2026_05: Run) -> 
     at_2026_05.fnmatch_lines(["*the device decided selections between values within one DL16*"])
     pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
         ["selections within one DL16 step: aten.topk (1 test) (top-k or argmax rows*"]
+    )
+
+
+def test_a_nan_the_device_made_is_precision_and_counted(at_2026_05: Run) -> None:
+    failed = _record(at_2026_05, "test_nan_made")
+    assert failed["outcome"] == "failed"
+    assert failed["nan_made"] == {"aten.div": 1}
+    assert failed["nan_modules"] == {"aten.div": ["Normalise"]}
+    assert failed["failure"]["class"] == "precision"  # type: ignore[index]
+    at_2026_05.fnmatch_lines(
+        ["precision: *the output has nan*device results held NaN their operands did not "
+         "(aten.div in Normalise x1): DL16 has no subnormals*"]
+    )  # fmt: skip
+    # the two emulator-limit tests below make 0/0 as well, after the shift the fp16 host lost
+    pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
+        ["NaN made on the device: aten.div (3 tests) (results holding NaN*"]
     )
 
 
