@@ -131,6 +131,11 @@ PER_SAMPLE = frozenset(
 #: (a convolution over 80 x 3000 spectrograms takes ten times as long in float64 on the host).
 EXACT_LIMIT = 1 << 18
 
+#: Packets whose result is uninitialised memory of an operand's dtype, not computed from any
+#: operand: nothing to widen, and their bits are garbage that a range check must not read (a
+#: float32 ``new_empty`` may hold anything, beyond fp16's range included).
+UNINITIALISED = frozenset({"aten.new_empty", "aten.new_empty_strided", "aten.empty_like"})
+
 _REFUSED: set[str] = set()  # ops whose wide form the host refused: computed as before
 
 
@@ -138,6 +143,8 @@ def width(info: OpInfo, func: Any) -> torch.dtype | None:
     """The wide dtype ``info``'s op computes fp16 operands in, or ``None`` when the op is left
     to the host's own kernel (see the module docstring)."""
     if not info.rounds or info.is_view or info.special is not None or info.out_args:
+        return None
+    if info.packet in UNINITIALISED:
         return None
     if any(how == -2 for how in info.fresh):
         return None  # returns a view
@@ -233,8 +240,8 @@ def _held_beyond(values: Any) -> bool:
 
 
 def _at_limit(value: Any) -> bool:
-    if _is_half(value):
-        return bool(value.numel() and value.abs().max() >= DL16_HOST_MAX)
+    if _is_half(value):  # a comparison, not max(): a NaN elsewhere in the tensor must not hide it
+        return bool((value.abs() >= DL16_HOST_MAX).any())
     return isinstance(value, float) and not abs(value) < DL16_HOST_MAX  # inf, NaN included
 
 

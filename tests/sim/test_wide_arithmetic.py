@@ -272,3 +272,28 @@ def test_weights_are_stored_with_one_rounding(spyre: ModuleType) -> None:
     assert torch.equal(x.to("spyre").cpu(), _reference(x))
     with spyre.configure(numerics=False):
         assert torch.equal(x.to("spyre").cpu(), x)
+
+
+def test_uninitialised_results_are_not_widened_nor_range_checked() -> None:
+    """``new_empty`` returns whatever the memory held: widening it would round garbage, and a
+    range check of it would count an emulator limit by chance (DeepSeek-V3's attention builds
+    its query with ``new_empty``: its eager-vs-SDPA test was classed one run by run)."""
+    from spyre_sim._op_info import OpInfo
+
+    for op in (
+        torch.ops.aten.new_empty.default,
+        torch.ops.aten.new_empty_strided.default,
+        torch.ops.aten.empty_like.default,
+    ):
+        assert OpInfo(op).wide is None
+    assert OpInfo(torch.ops.aten.add.Tensor).wide is torch.float32
+
+
+def test_a_nan_beside_a_held_limit_does_not_hide_it() -> None:
+    """An operand holding -65472 (a -inf mask as the device holds it) and a NaN elsewhere still
+    holds the limit: a result beyond fp16's range is that value carried on, not a new number."""
+    from spyre_sim._wide_arithmetic import _held_beyond
+
+    operand = torch.tensor([float("nan"), -65472.0, 1.0], dtype=torch.float16)
+    assert _held_beyond([operand])
+    assert not _held_beyond([torch.tensor([float("nan"), 1.0], dtype=torch.float16)])
