@@ -9,7 +9,10 @@ and ``assertLess`` when their first operand is a non-negative floating scalar an
 tolerance, below 1), and a bound on a cosine similarity checked with ``assertTrue``
 (``self.assertTrue(1 - F.cosine_similarity(a, b, dim=0).max() <= 1e-3)``: the last
 similarity the test computed is kept, unmeasured, and a failing ``assertTrue`` of a false flag records
-``1 - cos``, there being nothing else to measure). Each behaves exactly as before (same result, same exception); when one
+``1 - cos``, there being nothing else to measure), and a bound written inline in an ``assertTrue``
+(``self.assertTrue(abs(ppl.item() - 141.4291) < 1e-3)``: the failed call's source is read and,
+when its operands are plain reads of the test's variables, the difference is measured again;
+see :func:`_inline_bound`). Each behaves exactly as before (same result, same exception); when one
 finds its operands not close, :class:`ClosenessLog` records the check, the largest absolute and
 relative difference (a bound check knows only the difference it was given), the tolerances,
 NaN counts and the shape. A test
@@ -21,9 +24,14 @@ Operands of different shapes are not a precision question and are not recorded.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import math
 import numbers
+import sys
+import textwrap
 import unittest
+from types import FrameType
 from typing import Any
 
 import torch
@@ -120,6 +128,87 @@ def _measure_bound(check: str, difference: Any, bound: Any) -> dict[str, Any] | 
         "shape": [],
         "dtype": str(dtype).replace("torch.", "") if dtype is not None else "float",
     }
+
+
+#: Calls an inline bound's operands may make when measured again: reads, no side effects.
+_READS = frozenset({"item", "float", "abs", "cpu", "detach", "max", "min", "sum", "mean"})
+
+
+def _plain(node: ast.AST) -> bool:
+    """Whether evaluating ``node`` again only reads: names, attributes, constants, constant
+    subscripts, arithmetic, and the calls of :data:`_READS` (``x.item()``, ``abs(x)``)."""
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _plain(node.value)
+    if isinstance(node, ast.Subscript):
+        return _plain(node.value) and isinstance(node.slice, ast.Constant)
+    if isinstance(node, ast.UnaryOp):
+        return _plain(node.operand)
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) and _plain(
+            node.left
+        ) and _plain(node.right)  # fmt: skip
+    if isinstance(node, ast.Call) and not node.keywords:
+        func = node.func
+        named = isinstance(func, ast.Name) and func.id in ("abs", "float")
+        method = isinstance(func, ast.Attribute) and func.attr in _READS and _plain(func.value)
+        return (named or method) and all(_plain(a) for a in node.args)
+    return False
+
+
+def _difference(node: ast.expr) -> ast.expr | None:
+    """The ``a - b`` inside ``abs(a - b)`` or ``(a - b).abs()``, else None."""
+    if isinstance(node, ast.Call) and not node.keywords:
+        if isinstance(node.func, ast.Name) and node.func.id == "abs" and len(node.args) == 1:
+            inner = node.args[0]
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "abs" and not node.args:
+            inner = node.func.value
+        else:
+            return None
+        if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Sub):
+            return node
+    return None
+
+
+def _inline_bound(frame: FrameType) -> dict[str, Any] | None:
+    """A failed ``assertTrue(abs(a - b) < tol)`` (or ``<=``) made in ``frame``: its source is
+    found from the frame's code and line, and ``abs(a - b)`` and ``tol`` are evaluated again in
+    the frame when every part of them only reads (:func:`_plain`); else None."""
+    try:
+        lines, first = inspect.getsourcelines(frame.f_code)
+    except (OSError, TypeError):
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return None
+    line = frame.f_lineno - max(first, 1) + 1
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "assertTrue"
+            and node.args
+            and node.lineno <= line <= (node.end_lineno or node.lineno)
+        ):
+            continue
+        test = node.args[0]
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                and isinstance(test.ops[0], (ast.Lt, ast.LtE))):  # fmt: skip
+            return None
+        difference, bound = _difference(test.left), test.comparators[0]
+        if difference is None or not _plain(difference) or not _plain(bound):
+            return None
+        scope = dict(frame.f_locals)
+        try:
+            value = eval(compile(ast.Expression(difference), "<bound>", "eval"),
+                         frame.f_globals, scope)  # fmt: skip
+            limit = eval(compile(ast.Expression(bound), "<bound>", "eval"), frame.f_globals, scope)
+        except Exception:  # measuring must never change the test's failure
+            return None
+        return _measure_bound(f"assertTrue({ast.unparse(test)}) (difference bound)", value, limit)
+    return None
 
 
 def tolerance_note(check: dict[str, Any], device_epsilon: float | None) -> str | None:
@@ -244,9 +333,12 @@ class ClosenessLog:
             return measure
 
         def similarity_bound(*args: Any) -> dict[str, Any] | None:
-            if not args or log._last_similarity is None or not _false_flag(args[0]):
+            if not args or not _false_flag(args[0]):
                 return None
-            return _similarity(log._last_similarity)
+            if log._last_similarity is not None:
+                return _similarity(log._last_similarity)
+            # the test's frame: measure -> wrapped's except clause -> wrapped -> the test
+            return _inline_bound(sys._getframe(2))
 
         wrap("assertLessEqual", bound("assertLessEqual"))
         wrap("assertLess", bound("assertLess"))

@@ -397,6 +397,16 @@ class BoundTest(unittest.TestCase):
         self.assertLessEqual(max_diff, 1e-7)
 
 
+class InlineBoundTest(unittest.TestCase):
+    def test_inline_bound(self):
+        third = torch.tensor(1 / 3).to("spyre")  # the device holds 0.33350, 1.6e-4 away
+        self.assertTrue(abs(third.item() - 1 / 3) < 1e-6)
+
+    def test_inline_bound_of_a_call(self):
+        third = torch.tensor(1 / 3).to("spyre")
+        self.assertTrue(abs(round(third.item(), 8) - 1 / 3) < 1e-6)  # round(): not a plain read
+
+
 def test_half_refused(spyre_device):
     import decimal
     stored = torch.randn(4, 64).to(spyre_device)  # float32, stored as float16
@@ -523,6 +533,22 @@ def test_a_difference_bound_and_a_float16_refusal_are_classed(at_2026_05: Run) -
     assert (half["class"], half["gap"]) == ("gap", "fp32-storage")
 
 
+def test_a_bound_written_inline_in_assert_true_is_measured(at_2026_05: Run) -> None:
+    """``self.assertTrue(abs(x.item() - c) < tol)`` (Wav2Vec2's perplexity test): the failed
+    call's source is read and the difference measured again, when it only reads variables."""
+    inline = _record(at_2026_05, "test_inline_bound")["failure"]
+    assert isinstance(inline, dict)
+    assert inline["class"] == "precision"
+    measured = inline["measured"]
+    check = "assertTrue(abs(third.item() - 1 / 3) < 1e-06) (difference bound)"
+    assert measured["check"] == check
+    assert 1e-4 < measured["max_abs_diff"] < 3e-4
+    assert measured["atol"] == 1e-6
+    other = _record(at_2026_05, "test_inline_bound_of_a_call")["failure"]
+    assert isinstance(other, dict)
+    assert other["class"] == "unexplained"
+
+
 def test_a_miscompile_gets_a_section_on_the_test(at_2026_05: Run) -> None:
     failed = _record(at_2026_05, "test_miscompile")
     assert failed["outcome"] == "failed"
@@ -539,7 +565,7 @@ def test_a_miscompile_gets_a_section_on_the_test(at_2026_05: Run) -> None:
     )
     pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
         [
-            "failures by class: gap 1, precision 4, miscompile 1, emulator 1",
+            "failures by class: gap 1, precision 5, miscompile 1, emulator 1, unexplained 1",
             "miscompiles: sdpa-strided (2 tests)",
         ]
     )
