@@ -158,7 +158,7 @@ def _plain(node: ast.AST) -> bool:
 
 
 def _difference(node: ast.expr) -> ast.expr | None:
-    """The ``a - b`` inside ``abs(a - b)`` or ``(a - b).abs()``, else None."""
+    """``node`` itself when it is ``abs(a - b)`` or ``(a - b).abs()``, else None."""
     if isinstance(node, ast.Call) and not node.keywords:
         if isinstance(node.func, ast.Name) and node.func.id == "abs" and len(node.args) == 1:
             inner = node.args[0]

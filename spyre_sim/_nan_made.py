@@ -19,10 +19,14 @@ are read only when the result holds NaN, or before an in-place op writes its fir
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+# a module import, not a name: _host_arguments imports _tensor, which is still loading when
+# _op_info imports this module
+from spyre_sim import _host_arguments
 
 __all__ = ["NAN_MAKERS", "clean", "made_nan"]
 
@@ -38,32 +42,24 @@ NAN_MAKERS = frozenset(
 )  # fmt: skip
 
 
-def _tensors(values: Iterable[Any]) -> Iterable[torch.Tensor]:
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            yield value
-        elif isinstance(value, (list, tuple)):
-            yield from _tensors(value)
-
-
 def _has_nan(value: torch.Tensor) -> bool:
     return value.is_floating_point() and bool(torch.isnan(value).any())
 
 
-def clean(values: Iterable[Any]) -> bool:
-    """Whether no tensor among ``values`` (host operands, nested lists included) holds NaN, and
-    no float operand is NaN."""
+def clean(values: Sequence[Any]) -> bool:
+    """Whether no tensor among ``values`` (host operands, tensors in lists included) holds NaN,
+    and no float operand is NaN."""
     for value in values:
         if isinstance(value, float) and value != value:
             return False
-    return not any(_has_nan(t) for t in _tensors(values))
+    return not any(_has_nan(t) for t in _host_arguments.host_tensors(values))
 
 
-def made_nan(out: Any, operands: Iterable[Any], clean_before: bool | None = None) -> bool:
+def made_nan(out: Any, operands: Sequence[Any], clean_before: bool | None = None) -> bool:
     """Whether ``out`` (an op's host result, or a tuple of them) holds NaN that ``operands`` did
     not. ``clean_before``: for an in-place op, whether the operands were NaN-free before it
     wrote them (:func:`clean`, taken before the call), since the written operand is the result.
     """
-    if not any(_has_nan(t) for t in _tensors(out if isinstance(out, tuple) else (out,))):
+    if not any(_has_nan(t) for t in _host_arguments.host_tensors([out])):
         return False
     return clean(operands) if clean_before is None else clean_before

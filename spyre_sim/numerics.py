@@ -240,8 +240,9 @@ def round_wide_to_dl16(values: torch.Tensor, owned: bool = False) -> torch.Tenso
     exponent included; the result has at most 10 significant bits and converts to fp16 exactly
     wherever fp16 has normals. Magnitudes are first limited to :data:`DL16_HOST_MAX` (what the
     host holds for every DL16 value beyond fp16's range, infinities included); NaN stays NaN,
-    whatever its payload (:data:`_QUIET_NAN`). A float64 value goes through float32 first, which changes its DL16 rounding only when it
-    lies within 2**-24 of a DL16 midpoint without being on it. Below fp16's normals the DL16
+    whatever its payload (:data:`_QUIET_NAN`). A float64 value goes through float32 first,
+    which changes its DL16 rounding only when it lies within 2**-24 of a DL16 midpoint without
+    being on it. Below fp16's normals the DL16
     value is held as fp16's conversion gives it (the host cannot hold DL16's smaller normals).
     """
     return round_wide_held(values, owned)[0]
