@@ -46,6 +46,10 @@ __all__ = ["RECORD_KEY", "TestRecorder", "blocker_text"]
 RECORD_KEY = pytest.StashKey[TestRecord]()
 _PHASES_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 
+#: The telemetry counts a test's record keeps as ``key -> count`` (the same names on
+#: :class:`~spyre_sim.telemetry.Snapshot` and :class:`~pytest_spyre.record.TestRecord`).
+_COUNTED_PER_TEST = ("miscompiles", "emulator_limits", "rounding_ties", "nan_made")
+
 
 def _find(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
     seen: set[int] = set()
@@ -193,14 +197,11 @@ class TestRecorder:
                 rec.gaps[gap] += count
         for op, count in delta.fallbacks.items():
             rec.fallbacks[op] = rec.fallbacks.get(op, 0) + count
-        for gap, entry in delta.miscompiles.items():
-            rec.miscompiles[gap] = rec.miscompiles.get(gap, 0) + entry.count
-        for kind, entry in delta.emulator_limits.items():
-            rec.emulator_limits[kind] = rec.emulator_limits.get(kind, 0) + entry.count
-        for op, entry in delta.rounding_ties.items():
-            rec.rounding_ties[op] = rec.rounding_ties.get(op, 0) + entry.count
+        for name in _COUNTED_PER_TEST:  # name -> count, the modules dropped
+            counts: dict[str, int] = getattr(rec, name)
+            for key, entry in getattr(delta, name).items():
+                counts[key] = counts.get(key, 0) + entry.count
         for op, entry in delta.nan_made.items():
-            rec.nan_made[op] = rec.nan_made.get(op, 0) + entry.count
             paths = rec.nan_modules.setdefault(op, [])
             paths.extend(p for p in entry.modules if p not in paths)
         rec.harness_ops += delta.ops_decided(OpDecision.HARNESS)

@@ -36,6 +36,14 @@ TRANSFER_KEYS = (
 )
 
 
+#: The counters keyed by one name (an op, a gap) with a plain count.
+FLAT_COUNTS = ("fallbacks", "errors")
+
+#: The counters keyed by one name (a gap, an op, an emulator limit) and then by module path
+#: (``""``: outside any module forward); :mod:`spyre_sim.telemetry` reads each as a ``GapCount``.
+MODULE_COUNTS = ("gaps", "miscompiles", "emulator_limits", "rounding_ties", "nan_made")
+
+
 class Counters:
     """The telemetry counters the hot path bumps (read through :mod:`spyre_sim.telemetry`)."""
 
@@ -65,13 +73,8 @@ class Counters:
     def clear(self) -> None:
         """Forget every count (the dicts stay the same objects)."""
         self.ops.clear()
-        self.fallbacks.clear()
-        self.gaps.clear()
-        self.miscompiles.clear()
-        self.errors.clear()
-        self.emulator_limits.clear()
-        self.rounding_ties.clear()
-        self.nan_made.clear()
+        for name in (*FLAT_COUNTS, *MODULE_COUNTS):
+            getattr(self, name).clear()
         for key in TRANSFER_KEYS:
             self.transfers[key] = 0
 

@@ -34,12 +34,12 @@ listed module once). Snapshots from several processes combine with :func:`merge`
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from spyre_sim.state import TRANSFER_KEYS, device_state
+from spyre_sim.state import FLAT_COUNTS, MODULE_COUNTS, TRANSFER_KEYS, device_state
 
 __all__ = [
     "JSON_SCHEMA",
@@ -214,14 +214,11 @@ class Snapshot:
                 op: {d.value: n for d, n in sorted(by.items(), key=lambda i: i[0].value)}
                 for op, by in sorted(self.ops.items())
             },
-            "fallbacks": dict(sorted(self.fallbacks.items())),
             "transfers": {key: getattr(self.transfers, key) for key in _TRANSFER_KEYS},
-            "gaps": {g: _gap_json(e) for g, e in sorted(self.gaps.items())},
-            "miscompiles": {g: _gap_json(e) for g, e in sorted(self.miscompiles.items())},
-            "errors": dict(sorted(self.errors.items())),
-            "emulator_limits": {k: _gap_json(e) for k, e in sorted(self.emulator_limits.items())},
-            "rounding_ties": {k: _gap_json(e) for k, e in sorted(self.rounding_ties.items())},
-            "nan_made": {k: _gap_json(e) for k, e in sorted(self.nan_made.items())},
+            **_fields(
+                lambda name: dict(sorted(getattr(self, name).items())),
+                lambda name: {k: _gap_json(e) for k, e in sorted(getattr(self, name).items())},
+            ),
         }
 
     @classmethod
@@ -240,19 +237,21 @@ class Snapshot:
                 str(op): {OpDecision(d): int(n) for d, n in by.items()}
                 for op, by in doc.get("ops", {}).items()
             },
-            fallbacks={str(k): int(n) for k, n in doc.get("fallbacks", {}).items()},
             transfers=Transfers(**{k: int(transfers.get(k, 0)) for k in _TRANSFER_KEYS}),
-            gaps={str(g): _gap_from_json(e) for g, e in doc.get("gaps", {}).items()},
-            miscompiles={str(g): _gap_from_json(e) for g, e in doc.get("miscompiles", {}).items()},
-            errors={str(k): int(n) for k, n in doc.get("errors", {}).items()},
-            emulator_limits={
-                str(k): _gap_from_json(e) for k, e in doc.get("emulator_limits", {}).items()
-            },
-            rounding_ties={
-                str(k): _gap_from_json(e) for k, e in doc.get("rounding_ties", {}).items()
-            },
-            nan_made={str(k): _gap_from_json(e) for k, e in doc.get("nan_made", {}).items()},
+            **_fields(
+                lambda name: {str(k): int(n) for k, n in doc.get(name, {}).items()},
+                lambda name: {str(k): _gap_from_json(e) for k, e in doc.get(name, {}).items()},
+            ),
         )
+
+
+def _fields(flat: Callable[[str], Any], per_module: Callable[[str], Any]) -> dict[str, Any]:
+    """The :class:`Snapshot` fields named in :data:`~spyre_sim.state.FLAT_COUNTS` and
+    :data:`~spyre_sim.state.MODULE_COUNTS`, each computed by the function for its kind: every
+    reader and writer of a snapshot treats the counters of one kind alike."""
+    return {name: flat(name) for name in FLAT_COUNTS} | {
+        name: per_module(name) for name in MODULE_COUNTS
+    }
 
 
 def _gap_json(entry: GapCount) -> dict[str, Any]:
@@ -285,18 +284,7 @@ JSON_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "spyre_sim telemetry snapshot",
     "type": "object",
-    "required": [
-        "schema_version",
-        "ops",
-        "fallbacks",
-        "transfers",
-        "gaps",
-        "miscompiles",
-        "errors",
-        "emulator_limits",
-        "rounding_ties",
-        "nan_made",
-    ],
+    "required": ["schema_version", "ops", "transfers", *FLAT_COUNTS, *MODULE_COUNTS],
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
         "ops": {
@@ -307,18 +295,13 @@ JSON_SCHEMA: dict[str, Any] = {
                 "additionalProperties": {"type": "integer"},
             },
         },
-        "fallbacks": _COUNTS,
         "transfers": {
             "type": "object",
             "required": list(_TRANSFER_KEYS),
             "properties": {key: {"type": "integer"} for key in _TRANSFER_KEYS},
         },
-        "gaps": {"type": "object", "additionalProperties": _GAP_ENTRY},
-        "miscompiles": {"type": "object", "additionalProperties": _GAP_ENTRY},
-        "errors": _COUNTS,
-        "emulator_limits": {"type": "object", "additionalProperties": _GAP_ENTRY},
-        "rounding_ties": {"type": "object", "additionalProperties": _GAP_ENTRY},
-        "nan_made": {"type": "object", "additionalProperties": _GAP_ENTRY},
+        **dict.fromkeys(FLAT_COUNTS, _COUNTS),
+        **{name: {"type": "object", "additionalProperties": _GAP_ENTRY} for name in MODULE_COUNTS},
     },
 }
 
@@ -330,20 +313,14 @@ def snapshot() -> Snapshot:
         ops.setdefault(op, {})[OpDecision(decision)] = n
     return Snapshot(
         ops=ops,
-        fallbacks=dict(sorted(_fallbacks.items())),
         transfers=Transfers(**_transfers),
-        gaps={g: GapCount(sum(m.values()), dict(m)) for g, m in sorted(_gaps.items())},
-        miscompiles={
-            g: GapCount(sum(m.values()), dict(m)) for g, m in sorted(_miscompiles.items())
-        },
-        errors=dict(sorted(_errors.items())),
-        emulator_limits={
-            k: GapCount(sum(m.values()), dict(m)) for k, m in sorted(_emulator_limits.items())
-        },
-        rounding_ties={
-            k: GapCount(sum(m.values()), dict(m)) for k, m in sorted(_rounding_ties.items())
-        },
-        nan_made={k: GapCount(sum(m.values()), dict(m)) for k, m in sorted(_nan_made.items())},
+        **_fields(
+            lambda name: dict(sorted(getattr(_counters, name).items())),
+            lambda name: {
+                k: GapCount(sum(m.values()), dict(m))
+                for k, m in sorted(getattr(_counters, name).items())
+            },
+        ),
     )
 
 
@@ -381,14 +358,11 @@ def _combine(a: Snapshot, b: Snapshot, sign: int) -> Snapshot:
     )
     return Snapshot(
         ops=ops,
-        fallbacks=_add(a.fallbacks, b.fallbacks, sign),
         transfers=transfers,
-        gaps=_add_gaps(a.gaps, b.gaps, sign),
-        miscompiles=_add_gaps(a.miscompiles, b.miscompiles, sign),
-        errors=_add(a.errors, b.errors, sign),
-        emulator_limits=_add_gaps(a.emulator_limits, b.emulator_limits, sign),
-        rounding_ties=_add_gaps(a.rounding_ties, b.rounding_ties, sign),
-        nan_made=_add_gaps(a.nan_made, b.nan_made, sign),
+        **_fields(
+            lambda name: _add(getattr(a, name), getattr(b, name), sign),
+            lambda name: _add_gaps(getattr(a, name), getattr(b, name), sign),
+        ),
     )
 
 
