@@ -18,8 +18,12 @@ and the tree's ``requirements.txt``. Selections: ``smoke`` (the tree's SMOKE lis
 per file) or ``fast`` (whole files minus torch.compile and FSDP tests). Modes: ``cpu`` (always
 run: the denominator), ``faithful`` (``--spyre``: numerics and layout checks on) and
 ``functional`` (``--spyre --spyre-numerics off --spyre-layout-checks off``). ``--json FILE``
-writes every number and every non-passing test with its class. ``--breakdown`` splits each
-run's test time into model calls, ``prepare`` and the rest (``spyre_time_split.py``)::
+writes every number and every non-passing test with its class. Beside the wall time, each
+run's test time (junit's, over the tests every run ran) is printed with its ratio to the CPU's,
+without pytest's start-up and collection, which weigh the same in every mode and so pull a
+small selection's wall ratio towards 1; the test names that add the most device time follow.
+``--breakdown`` splits each run's test time into model calls, ``prepare`` and the rest
+(``spyre_time_split.py``)::
 
     python benchmarks/bench_conformance.py --python ... --families llama,bert --breakdown
 """
@@ -88,6 +92,7 @@ class ModeRun:
     outcomes: dict[str, str]  # nodeid -> passed/failed/skipped/inference-only/error
     classes: dict[str, dict[str, str]] = field(default_factory=dict)  # nodeid -> failure
     split: dict[str, float] = field(default_factory=dict)  # --breakdown: seconds by part
+    times: dict[str, float] = field(default_factory=dict)  # nodeid -> seconds (junit time)
 
 
 def _family(nodeid: str) -> str:
@@ -100,8 +105,10 @@ def _unclassed(outcome: str | None) -> str:
     return outcome if outcome in ("skipped", INFERENCE_ONLY) else "unexplained"
 
 
-def _junit_outcomes(path: Path, tree: Path) -> dict[str, str]:
+def _junit_outcomes(path: Path, tree: Path) -> tuple[dict[str, str], dict[str, float]]:
+    """Each test's outcome and its time (setup, call and teardown, as junit reports it)."""
     outcomes: dict[str, str] = {}
+    times: dict[str, float] = {}
     root = ET.parse(path).getroot()
     for case in root.iter("testcase"):
         classname, name = case.get("classname", ""), case.get("name", "")
@@ -127,7 +134,8 @@ def _junit_outcomes(path: Path, tree: Path) -> dict[str, str]:
         # a test with a failing teardown reports twice; the worse outcome wins
         if outcomes.get(nodeid) not in ("failed", "error"):
             outcomes[nodeid] = outcome
-    return outcomes
+        times[nodeid] = times.get(nodeid, 0.0) + float(case.get("time") or 0.0)
+    return outcomes, times
 
 
 def _collect(
@@ -163,7 +171,8 @@ def _run(
     if done.returncode not in (0, 1) or not junit.is_file():
         sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
         raise SystemExit(f"pytest exited {done.returncode} in mode {mode}")
-    result = ModeRun(mode, wall, _junit_outcomes(junit, tree))
+    outcomes, times = _junit_outcomes(junit, tree)
+    result = ModeRun(mode, wall, outcomes, times=times)
     for part in workdir.glob(f"{mode}.split.*"):  # one file per pytest process
         for key, value in json.loads(part.read_text()).items():
             result.split[key] = result.split.get(key, 0.0) + value
@@ -221,6 +230,7 @@ def _table(runs: list[ModeRun], families: list[str]) -> tuple[str, dict[str, Any
         lines.append(f"{run.mode:<11}{run.wall:>9.1f}{run.wall / cpu.wall:>8.2f}")
         summary.setdefault("wall", {})[run.mode] = {"seconds": round(run.wall, 1),
                                                     "ratio": round(run.wall / cpu.wall, 3)}  # fmt: skip
+    lines.extend(_test_times(runs, cpu, summary))
     if cpu.split:
         lines.append("")
         lines.append(
@@ -246,6 +256,44 @@ def _table(runs: list[ModeRun], families: list[str]) -> tuple[str, dict[str, Any
                 "rest": round(rest, 2),
             }
     return "\n".join(lines), summary
+
+
+def _test_times(runs: list[ModeRun], cpu: ModeRun, summary: dict[str, Any]) -> list[str]:
+    """The tests' own time (junit's, without pytest's start-up and collection, which the wall
+    time holds in every mode alike), over the tests every run ran, and the test names that
+    add the most to it on the device: where a wall-time ratio comes from."""
+    common = set(cpu.times)
+    for run in runs:
+        common &= set(run.times)
+    if not common:
+        return []
+    cpu_total = sum(cpu.times[n] for n in common)
+    lines = ["", f"{'mode':<11}{'tests s':>9}{'x cpu':>8}  (test time of the {len(common)} "
+             "tests every run ran, start-up and collection left out)"]  # fmt: skip
+    by_name: dict[str, dict[str, float]] = {}
+    for nodeid in common:
+        name = nodeid.rpartition("::")[2]
+        for run in runs:
+            entry = by_name.setdefault(name, {})
+            entry[run.mode] = entry.get(run.mode, 0.0) + run.times[nodeid]
+    for run in runs:
+        total = sum(run.times[n] for n in common)
+        lines.append(f"{run.mode:<11}{total:>9.1f}{total / max(cpu_total, 1e-9):>8.2f}")
+        summary.setdefault("test_time", {})[run.mode] = {
+            "seconds": round(total, 1), "ratio": round(total / max(cpu_total, 1e-9), 3)}  # fmt: skip
+    device = [run.mode for run in runs if run.mode != "cpu"]
+    if device:
+        worst = sorted(by_name, key=lambda n: -(by_name[n][device[0]] - by_name[n]["cpu"]))
+        lines.append(f"test names adding the most {device[0]} time (s: cpu, "
+                     + ", ".join(device) + ")")  # fmt: skip
+        for name in worst[:8]:
+            parts = ", ".join(f"{by_name[name][m]:.1f}" for m in ["cpu", *device])
+            lines.append(f"  {name}: {parts}")
+        summary["test_time_by_name"] = {
+            name: {m: round(v, 2) for m, v in sorted(by_name[name].items())}
+            for name in sorted(by_name)
+        }
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,91 @@
+"""``benchmarks/bench_conformance.py``: junit parsing and the tables it prints (no test tree
+needed: the runs are built here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "bench_conformance", ROOT / "benchmarks" / "bench_conformance.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load()
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest">
+<testcase classname="tests.models.llama.test_modeling_llama.LlamaModelTest"
+          name="test_model" time="0.5"/>
+<testcase classname="tests.models.llama.test_modeling_llama.LlamaModelTest"
+          name="test_save_load" time="1.25"><failure message="x"/></testcase>
+<testcase classname="tests.models.llama.test_modeling_llama.LlamaModelTest"
+          name="test_save_load" time="0.25"><error message="teardown"/></testcase>
+<testcase classname="tests.models.llama.test_modeling_llama.LlamaModelTest"
+          name="test_training" time="0.1">
+  <skipped message="spyre: inference-only device (runs backward)"/></testcase>
+</testsuite></testsuites>
+"""
+
+
+def _tree(tmp_path: Path) -> Path:
+    test_file = tmp_path / "tree" / "tests" / "models" / "llama" / "test_modeling_llama.py"
+    test_file.parent.mkdir(parents=True)
+    test_file.write_text("")
+    return tmp_path
+
+
+def test_junit_gives_each_test_its_outcome_and_its_time_over_every_phase(
+    tmp_path: Path,
+) -> None:
+    junit = tmp_path / "run.xml"
+    junit.write_text(JUNIT)
+    outcomes, times = bench._junit_outcomes(junit, _tree(tmp_path))
+    base = "tests/models/llama/test_modeling_llama.py::LlamaModelTest::"
+    assert outcomes == {
+        base + "test_model": "passed",
+        base + "test_save_load": "failed",  # the call's failure, not the teardown's error
+        base + "test_training": bench.INFERENCE_ONLY,
+    }
+    assert times[base + "test_save_load"] == 1.5  # call and teardown reports added
+    assert times[base + "test_model"] == 0.5
+
+
+def test_the_test_time_table_leaves_out_tests_a_run_did_not_run() -> None:
+    a, b, c = "t.py::A::test_model", "t.py::A::test_save_load", "t.py::B::test_model"
+    cpu = bench.ModeRun("cpu", 10.0, {}, times={a: 1.0, b: 2.0, c: 1.0})
+    faithful = bench.ModeRun("faithful", 30.0, {}, times={a: 4.0, b: 3.0, c: 3.0})
+    functional = bench.ModeRun("functional", 20.0, {}, times={a: 2.0, b: 2.0})  # c: missing
+    summary: dict[str, object] = {}
+    lines = bench._test_times([cpu, faithful, functional], cpu, summary)
+    assert summary["test_time"] == {
+        "cpu": {"seconds": 3.0, "ratio": 1.0},
+        "faithful": {"seconds": 7.0, "ratio": round(7 / 3, 3)},
+        "functional": {"seconds": 4.0, "ratio": round(4 / 3, 3)},
+    }
+    assert summary["test_time_by_name"] == {
+        "test_model": {"cpu": 1.0, "faithful": 4.0, "functional": 2.0},
+        "test_save_load": {"cpu": 2.0, "faithful": 3.0, "functional": 2.0},
+    }
+    names = [line for line in lines if line.startswith("  ")]
+    assert names[0].startswith("  test_model: 1.0, 4.0, 2.0")  # adds 3 s, the most
+
+
+def test_no_test_time_table_when_the_runs_share_no_test() -> None:
+    cpu = bench.ModeRun("cpu", 1.0, {}, times={"a": 1.0})
+    device = bench.ModeRun("faithful", 1.0, {}, times={"b": 1.0})
+    summary: dict[str, object] = {}
+    assert bench._test_times([cpu, device], cpu, summary) == []
+    assert summary == {}
