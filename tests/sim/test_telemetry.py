@@ -88,3 +88,16 @@ def test_a_document_without_module_counts_counts_each_module_once() -> None:
     snap = telemetry.Snapshot.from_json(doc)
     assert snap.gaps["sin-cos"] == telemetry.GapCount(3, {"a": 1, "b": 1})
     assert snap.gaps["sin-cos"].modules == ("a", "b")
+
+
+def test_every_counter_is_named_once_for_the_snapshot_and_the_device_state() -> None:
+    # Snapshot's readers and writers loop over these names: a counter missing from them would
+    # be left out of the JSON document, merge and diff without an error.
+    from dataclasses import fields
+
+    from spyre_sim.state import FLAT_COUNTS, MODULE_COUNTS, Counters
+
+    named = {"ops", "transfers", *FLAT_COUNTS, *MODULE_COUNTS}
+    assert {f.name for f in fields(telemetry.Snapshot)} == named
+    assert set(Counters.__slots__) == named
+    assert set(telemetry.JSON_SCHEMA["required"]) == named | {"schema_version"}
