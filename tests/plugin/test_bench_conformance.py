@@ -3,27 +3,11 @@ needed: the runs are built here)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_scripts import load_benchmark
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_conformance", ROOT / "benchmarks" / "bench_conformance.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_benchmark("bench_conformance")
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest">

@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("SPYRE_TT_DIR", ROOT.parent / "shared" / "transformers-tests"))
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "held_out_tree", ROOT / "benchmarks" / "held_out_tree.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-held = _load()
+held = load_benchmark("held_out_tree")
 
 
 def test_a_standard_decoder_names_only_its_base_model() -> None:
