@@ -197,7 +197,7 @@ class TestRecorder:
                 rec.gaps[gap] += count
         for op, count in delta.fallbacks.items():
             rec.fallbacks[op] = rec.fallbacks.get(op, 0) + count
-        for name in _COUNTED_PER_TEST:  # name -> count, the modules dropped
+        for name in _COUNTED_PER_TEST:  # the record keeps their counts, not their modules
             counts: dict[str, int] = getattr(rec, name)
             for key, entry in getattr(delta, name).items():
                 counts[key] = counts.get(key, 0) + entry.count

@@ -26,7 +26,14 @@ from spyre_sim.settings import Settings, settings
 if TYPE_CHECKING:
     from spyre_sim.catalogue import Catalogue, Release
 
-__all__ = ["Counters", "DeviceState", "device_state"]
+__all__ = [
+    "FLAT_COUNTS",
+    "MODULE_COUNTS",
+    "TRANSFER_KEYS",
+    "Counters",
+    "DeviceState",
+    "device_state",
+]
 
 TRANSFER_KEYS = (
     "host_to_device",
