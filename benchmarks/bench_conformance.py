@@ -267,20 +267,19 @@ def _test_times(runs: list[ModeRun], cpu: ModeRun, summary: dict[str, Any]) -> l
         common &= set(run.times)
     if not common:
         return []
-    cpu_total = sum(cpu.times[n] for n in common)
     lines = ["", f"{'mode':<11}{'tests s':>9}{'x cpu':>8}  (test time of the {len(common)} "
              "tests every run ran, start-up and collection left out)"]  # fmt: skip
     by_name: dict[str, dict[str, float]] = {}
     for nodeid in common:
-        name = nodeid.rpartition("::")[2]
+        entry = by_name.setdefault(nodeid.rpartition("::")[2], {})
         for run in runs:
-            entry = by_name.setdefault(name, {})
             entry[run.mode] = entry.get(run.mode, 0.0) + run.times[nodeid]
-    for run in runs:
-        total = sum(run.times[n] for n in common)
-        lines.append(f"{run.mode:<11}{total:>9.1f}{total / max(cpu_total, 1e-9):>8.2f}")
-        summary.setdefault("test_time", {})[run.mode] = {
-            "seconds": round(total, 1), "ratio": round(total / max(cpu_total, 1e-9), 3)}  # fmt: skip
+    totals = {run.mode: sum(entry[run.mode] for entry in by_name.values()) for run in runs}
+    for mode, total in totals.items():
+        ratio = total / max(totals["cpu"], 1e-9)
+        lines.append(f"{mode:<11}{total:>9.1f}{ratio:>8.2f}")
+        summary.setdefault("test_time", {})[mode] = {"seconds": round(total, 1),
+                                                     "ratio": round(ratio, 3)}  # fmt: skip
     device = [run.mode for run in runs if run.mode != "cpu"]
     if device:
         worst = sorted(by_name, key=lambda n: -(by_name[n][device[0]] - by_name[n]["cpu"]))
