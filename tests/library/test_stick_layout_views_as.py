@@ -31,6 +31,8 @@ from spyre_adapters.library.stick_layout_v2_6_0 import head_padding as v2_6
 from spyre_adapters.library.stick_layout_v2_7_0 import head_padding
 
 _V2_6 = {"head-padding": Version("2.6.0"), "stick-align-padding": Version("2.2.0")}
+#: 2.7.0 and 2.3 the newest (later versions are tested against these in their own files)
+_V2_7 = {"head-padding": Version("2.7.0"), "stick-align-padding": Version("2.3.0")}
 
 
 class GatedAttentionOutput(nn.Module):
@@ -75,11 +77,11 @@ def test_a_head_split_written_as_view_as_runs_only_with_2_7_0(written_as: str) -
 def test_the_device_gives_2_6_0s_results_bit_for_bit(family: str, stack: str) -> None:
     renames = {"head-padding 2.6.0": "head-padding 2.7.0",
                "stick-align-padding 2.2.0": "stick-align-padding 2.3.0"}  # fmt: skip
-    assert_bit_identical(family, stack, (_upto(_V2_6), None), renames)
+    assert_bit_identical(family, stack, (_upto(_V2_6), _upto(_V2_7)), renames)
 
 
 def test_greedy_generation_on_the_device_is_2_6_0s() -> None:
-    assert_same_greedy_decoding((_upto(_V2_6), None))
+    assert_same_greedy_decoding((_upto(_V2_6), _upto(_V2_7)))
 
 
 @pytest.mark.parametrize("adapter", [head_padding, stick_align_padding], ids=["head", "align"])
