@@ -26,6 +26,7 @@ from test_stick_layout_chain import (
     assert_same_greedy_decoding,
     assert_stock_on_the_cpu_and_exact_rollback,
 )
+from test_stick_layout_views_as import chained_modes
 from torch import nn
 
 import spyre_sim
@@ -216,12 +217,16 @@ def test_both_adapters_share_one_mode_and_one_chain() -> None:
     apply(stick_align_padding, model)
     kinds = enabled(model)
     assert kinds[_stick_layout_exact.KIND] == {"sub-stick-head", "stick-align"}
-    chain = _stick_layout_exact._chain_factory(kinds[_stick_layout_exact.CHAIN_KIND])
-    assert [type(m).__name__ for m in chain.modes] == [
+    assert not {"stick-layout", "stick-layout-chain-2"} & set(kinds)
+    modes = chained_modes(
+        [head_padding, stick_align_padding],
+        _stick_layout_exact.CHAIN_KIND,
+        _stick_layout_exact._chain_factory,
+    )
+    assert modes == [
         "ViewsAs", "CutWritesUnwrapped", "IntegerSizes", "IntHeadSplit", "ExactIndexedCutWrites",
         "ExactIndexedCuts", "StickFolds",
     ]  # fmt: skip
-    assert not {"stick-layout", "stick-layout-chain-2"} & set(kinds)
 
 
 def test_the_kinds_sort_where_the_first_generations_did() -> None:

@@ -6,7 +6,6 @@ the CPU."""
 
 from __future__ import annotations
 
-import copy
 from types import ModuleType
 
 import pytest
@@ -14,7 +13,7 @@ import torch
 from library_models import apply, assert_rollback_exact
 from packaging.version import Version
 from test_exact_selection import _same, _with_non_finite
-from test_packed_picks import HIERA, _PackedAttention
+from test_packed_picks import HIERA, _PackedAttention, assert_stock_on_the_cpu
 from test_stick_layout_chain import _BUILD, _llama, _upto, assert_bit_identical
 
 import spyre_sim
@@ -63,15 +62,7 @@ def test_packed_picks_keep_an_infinity_in_its_own_piece() -> None:
 
 @pytest.mark.parametrize("how", ["unbind", "select", "getitem"])
 def test_same_results_as_stock_on_the_cpu_and_same_state(how: str) -> None:
-    torch.manual_seed(0)
-    stock = _PackedAttention(how)
-    adapted = copy.deepcopy(stock)
-    assert adapter.matches(adapted)
-    apply(adapter, adapted)
-    x = torch.randn(2, 5, 128)
-    with spyre_sim.use_stack("2026.05"), torch.no_grad():
-        torch.testing.assert_close(adapted(x), stock(x))  # see test_packed_picks: BLAS kernels
-    assert adapted.state_dict().keys() == stock.state_dict().keys()
+    assert_stock_on_the_cpu(adapter, how)
 
 
 def test_rollback_restores_the_model_exactly() -> None:

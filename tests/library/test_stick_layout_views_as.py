@@ -7,6 +7,7 @@ exact."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -89,17 +90,26 @@ def test_same_values_as_stock_on_the_cpu_and_rollback_is_exact(adapter: Any) -> 
     assert_stock_on_the_cpu_and_exact_rollback(adapter, _stick_layout_chain_v2.KIND)
 
 
-def test_both_adapters_share_one_chain_with_views_as_first() -> None:
+def chained_modes(adapters: Sequence[Any], kind: str, factory: Any) -> list[str]:
+    """The classes of the modes in the chain of ``kind`` (built by ``factory``) on a Llama
+    adapted by ``adapters``, in call order."""
     model = _llama()
-    apply(head_padding, model)
-    apply(stick_align_padding, model)
-    settings = enabled(model)[_stick_layout_chain_v2.KIND]
-    chain = _stick_layout_chain_v2._factory(settings)
-    assert [type(m).__name__ for m in chain.modes] == [
+    for adapter in adapters:
+        apply(adapter, model)
+    chain = factory(enabled(model)[kind])
+    return [type(m).__name__ for m in chain.modes]
+
+
+def test_both_adapters_share_one_chain_with_views_as_first() -> None:
+    modes = chained_modes(
+        [head_padding, stick_align_padding],
+        _stick_layout_chain_v2.KIND,
+        _stick_layout_chain_v2._factory,
+    )
+    assert modes == [
         "ViewsAs", "CutWritesUnwrapped", "IntegerSizes", "IntHeadSplit", "IndexedCutWrites",
         "IndexedCuts", "StickFolds",
     ]  # fmt: skip
-    assert "stick-layout-chain" not in enabled(model)
 
 
 def test_view_as_is_view_with_the_other_sizes() -> None:
