@@ -90,6 +90,11 @@ def test_same_values_as_stock_on_the_cpu_and_rollback_is_exact(adapter: Any) -> 
     assert_stock_on_the_cpu_and_exact_rollback(adapter, _stick_layout_chain_v2.KIND)
 
 
+#: the modes of ``stick-layout-chain-2`` with both adapters' links, in call order
+CHAIN_2_MODES = ["ViewsAs", "CutWritesUnwrapped", "IntegerSizes", "IntHeadSplit",
+                 "IndexedCutWrites", "IndexedCuts", "StickFolds"]  # fmt: skip
+
+
 def chained_modes(adapters: Sequence[Any], kind: str, factory: Any) -> list[str]:
     """The classes of the modes in the chain of ``kind`` (built by ``factory``) on a Llama
     adapted by ``adapters``, in call order."""
@@ -106,10 +111,7 @@ def test_both_adapters_share_one_chain_with_views_as_first() -> None:
         _stick_layout_chain_v2.KIND,
         _stick_layout_chain_v2._factory,
     )
-    assert modes == [
-        "ViewsAs", "CutWritesUnwrapped", "IntegerSizes", "IntHeadSplit", "IndexedCutWrites",
-        "IndexedCuts", "StickFolds",
-    ]  # fmt: skip
+    assert modes == CHAIN_2_MODES
 
 
 def test_view_as_is_view_with_the_other_sizes() -> None:
