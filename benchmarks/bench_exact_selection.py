@@ -76,14 +76,10 @@ def _models() -> dict[str, tuple[Callable[[], Any], dict[str, torch.Tensor]]]:
     }
 
 
-def _main_output(out: Any) -> torch.Tensor:
-    found = getattr(out, "logits", None)
-    return found if found is not None else out.last_hidden_state
-
-
 def _case(build: Callable[[], Any], inputs: dict[str, torch.Tensor], stack: str,
           repeats: int) -> tuple[float, float, float, int, int, bool]:  # fmt: skip
     import spyre_adapters
+    from spyre_adapters.main_output import main_output
     from spyre_sim import telemetry
 
     models = []
@@ -97,9 +93,10 @@ def _case(build: Callable[[], Any], inputs: dict[str, torch.Tensor], stack: str,
     def forward(model: Any) -> tuple[torch.Tensor, int]:
         telemetry.reset()
         with torch.inference_mode():
-            out = _main_output(model(**on_device)).cpu()
+            out = main_output(model(**on_device))
+        assert out is not None  # logits or hidden states: every model here returns one
         ops = sum(sum(v.values()) for v in telemetry.snapshot().ops.values())
-        return out, ops
+        return out.cpu(), ops
 
     (first_out, first_ops), (exact_out, exact_ops) = forward(models[0]), forward(models[1])
     times: tuple[list[float], list[float]] = ([], [])
