@@ -38,12 +38,13 @@ from spyre_sim import (
     _op_results,
     _storage,
     _wide_arithmetic,
+    _wide_values,
     layout,
     refusals,
     scope,
     telemetry,
 )
-from spyre_sim._tensor import nbytes
+from spyre_sim._tensor import SpyreTensor, nbytes
 from spyre_sim.catalogue import Decision
 from spyre_sim.errors import SpyreFallbackWarning
 from spyre_sim.settings import settings
@@ -137,6 +138,10 @@ def _run_harness(
     if info.wide_index:
         hargs = _host_arguments.widened(hargs, info.wide_index)
     telemetry.count_op(info.name, HARNESS)
+    if device_state.wide_seen and _wide_values.carried(args, kwargs):
+        done = _wide_values.call(func, info, args, kwargs or {})
+        if done is not NotImplemented:
+            return done
     if kwargs and info.out_args:
         for index, name in info.out_args:
             _out_args[index] = kwargs.get(name)
@@ -190,26 +195,67 @@ def _execute(
     hargs: list[Any],
     hkwargs: dict[str, Any],
 ) -> Any:
+    if device_state.wide_seen and _wide_values.carried(args, kwargs):
+        if verdict.decision is Decision.FALLBACK or (
+            info.mutated and (verdict.miscompiles or verdict.marks)
+        ):
+            _wide_values.lost(info, args, kwargs)  # the held values go to the host
+        else:
+            done = _wide_values.call(func, info, args, kwargs or {})
+            if done is not NotImplemented:
+                if verdict.miscompiles or verdict.marks:
+                    return _wide_checked(info, verdict, args, kwargs or {}, done)
+                return done
     if verdict.decision is Decision.FALLBACK:
         return _fallback(func, info, verdict, args, hargs, hkwargs)
     clean_before = _nan_made.clean(hargs) if info.makes_nan and info.mutated else None
-    out = NotImplemented
+    computed = NotImplemented
     if (
         info.wide is not None
         and settings.numerics
         and (verdict.decision is Decision.NATIVE or not _wide_arithmetic.fused(info))
     ):
-        out = _wide_arithmetic.call(info, hargs, hkwargs)  # rounded to DL16 once
-    rounded = out is not NotImplemented
-    if not rounded:
+        computed = _wide_arithmetic.call(info, hargs, hkwargs)  # rounded to DL16 once
+    rounded = computed is not NotImplemented
+    kept = None
+    if rounded:
+        out, kept = computed
+    else:
         out = info.call(*hargs, **hkwargs)  # the C++ op, without OpOverload.__call__
     if info.makes_nan and _nan_made.made_nan(out, [*hargs, *hkwargs.values()], clean_before):
         telemetry.count_nan_made(info.packet, _modules.current_module_path())
     if not verdict.miscompiles and not verdict.marks:
-        return _op_results.finish(info, args, out, rounded=rounded)
+        result = _op_results.finish(info, args, out, rounded=rounded)
+        if kept is not None:
+            _wide_values.attach_results(result, kept)
+        return result
     checked, marks = _lowering.apply_miscompiles(verdict, args, kwargs or {}, out)
+    if kept is not None:
+        _wide_arithmetic.note_range()  # a reproduced miscompile works on the held values
     # a reproduction that leaves the result as it was (most calls) keeps its one rounding
     result = _op_results.finish(info, args, checked, rounded=rounded and checked is out)
+    for attribute, value in marks:
+        setattr(result, attribute, value)
+    return result
+
+
+def _wide_checked(
+    info: OpInfo,
+    verdict: _lowering.Verdict,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    result: Any,
+) -> Any:
+    """The verdict's miscompile reproductions and marks applied to a result of wide mode: a
+    reproduction that changes it gives held values (the wide ones dropped, the loss counted)."""
+    results = result if isinstance(result, (list, tuple)) else (result,)
+    held = [r._host if type(r) is SpyreTensor else r for r in results]
+    out = type(result)(held) if isinstance(result, (list, tuple)) else held[0]
+    checked, marks = _lowering.apply_miscompiles(verdict, args, kwargs, out)
+    if checked is not out:
+        if any(type(r) is SpyreTensor and r._wide is not None for r in results):
+            _wide_arithmetic.note_range()
+        return _op_results.finish(info, args, checked)
     for attribute, value in marks:
         setattr(result, attribute, value)
     return result

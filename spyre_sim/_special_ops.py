@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch._ops import OpOverload
 
-from spyre_sim import _dispatch, _storage, scope, telemetry
+from spyre_sim import _dispatch, _storage, _wide_values, scope, telemetry
 from spyre_sim._tensor import SpyreTensor, nbytes
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def _to_copy(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[s
             and not scope.in_model_scope()
         ):
             hk["dtype"] = reads_as
-        return func(h, **hk)
+        wide = _wide_values.read(x, hk.get("dtype"))
+        return func(h if wide is None else wide, **hk)
     if type(x) is not SpyreTensor:  # host tensor with device=spyre: a transfer
         return _storage.host_to_device(x if "dtype" not in kwargs else x.to(kwargs["dtype"]))
     dtype = kwargs.get("dtype")
@@ -87,10 +88,12 @@ def _copy(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str,
         host = dst._host
         _storage.store_into(host, src)
         _storage.entered(host)
+        _wide_values.stored_into(dst, host)
         return dst
     # device -> host
     telemetry.count_transfer(False, nbytes(src._host))
-    dst.copy_(src._host)
+    wide = _wide_values.read(src, dst.dtype)
+    dst.copy_(src._host if wide is None else wide)
     return dst
 
 
@@ -112,7 +115,8 @@ def _lift(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str,
 
 @special_op("aten._local_scalar_dense")
 def _scalar(func: OpOverload, info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    """``.item()``: an op, and one element moved to the host."""
+    """``.item()``: an op, and one element moved to the host (a wide value's loss is counted
+    by the op: :mod:`spyre_sim._wide_values`)."""
     out = _dispatch.run(func, info, args, kwargs)
     telemetry.count_transfer(False, args[0]._host.element_size())
     return out
@@ -129,12 +133,22 @@ def copy_from(src: Any, dst: Any, resize: bool) -> Any:
             h = src
         if resize:
             dst._host.resize_(h.shape)
+            dst._wide = None  # a new storage
         _storage.store_into(dst._host, h)
         if h is src:  # a host tensor entered the device
             _storage.entered(dst._host)
+            _wide_values.stored_into(dst, dst._host)
+        else:
+            wide = _wide_values.values_of(src)
+            if wide is not None and _wide_values.values_of(dst) is None:
+                _wide_values.read(src)  # dst holds the held values
+            _wide_values.stored_into(dst, dst._host if wide is None else wide)
         return dst
     h = src._host
     telemetry.count_transfer(False, nbytes(h))
+    wide = _wide_values.read(src, dst.dtype)
+    if wide is not None:
+        h = wide
     if resize:
         dst.resize_(h.shape)
     dst.copy_(h)

@@ -26,6 +26,8 @@ class SpyreTensor(torch.Tensor):
     """A tensor on the emulated ``spyre`` device; ``_host`` holds its values on the CPU."""
 
     _host: torch.Tensor
+    #: DL16 values beyond fp16's range kept in float32 beside ``_host`` (:mod:`_wide_values`)
+    _wide: _wide_values.Wide | None = None
 
     @staticmethod
     def __new__(cls, data: torch.Tensor, requires_grad: bool = False, **attrs: Any) -> SpyreTensor:
@@ -33,9 +35,13 @@ class SpyreTensor(torch.Tensor):
         moved). ``requires_grad`` and attributes are accepted the way ``nn.Parameter`` and
         accelerate rebuild a parameter of the same class (``type(p)(new_value,
         requires_grad=..., **p.__dict__)``); the device holds no gradients."""
-        t = wrap(data._host) if type(data) is SpyreTensor else _storage.host_to_device(data)
+        if type(data) is SpyreTensor:
+            t = wrap(data._host)
+            _wide_values.share_wide(data, t)
+        else:
+            t = _storage.host_to_device(data)
         for name, value in attrs.items():
-            if name != "_host":
+            if name not in ("_host", "_wide"):
                 setattr(t, name, value)
         return t
 
@@ -47,8 +53,9 @@ class SpyreTensor(torch.Tensor):
             return found
         copy = wrap(self._host.clone())
         for name, value in self.__dict__.items():
-            if name != "_host":
+            if name not in ("_host", "_wide"):
                 setattr(copy, name, value)
+        _wide_values.copy_wide(self, copy)
         memo[id(self)] = copy
         return copy
 
@@ -66,6 +73,7 @@ class SpyreTensor(torch.Tensor):
         old rows under the new shape."""
         torch._C.TensorBase.data.__set__(self, value)  # type: ignore[attr-defined]
         self._host = value._host if type(value) is SpyreTensor else value
+        _wide_values.share_wide(value, self)
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         text = repr(self._host)
@@ -75,12 +83,14 @@ class SpyreTensor(torch.Tensor):
 
     def tolist(self) -> Any:
         telemetry.count_transfer(False, nbytes(self._host))
+        _wide_values.read(self)
         return self._host.tolist()
 
     def __format__(self, format_spec: str) -> str:
         # torch formats a 0-dim tensor through .item() only for exact torch.Tensor
         if self.dim() == 0:
             telemetry.count_transfer(False, nbytes(self._host))
+            _wide_values.read(self)
             return format(self._host.item(), format_spec)
         return object.__format__(self, format_spec)
 
@@ -163,4 +173,4 @@ def inference_only_error(call: str) -> InferenceOnlyError:
 
 # The modules of the op path use this one by name; imported last so that any of them can be
 # imported first (each refers to the others through their module objects).
-from spyre_sim import _storage, _dispatch  # noqa: E402, I001
+from spyre_sim import _storage, _dispatch, _wide_values  # noqa: E402, I001

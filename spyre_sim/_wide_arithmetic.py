@@ -46,7 +46,7 @@ import torch
 
 from spyre_sim import _modules, telemetry
 from spyre_sim._storage import FLOAT_WIDE
-from spyre_sim.numerics import DL16_HOST_MAX, round_wide_held
+from spyre_sim.numerics import DL16_HOST_MAX, round_wide_held, round_wide_kept
 
 if TYPE_CHECKING:
     from spyre_sim._op_info import OpInfo
@@ -58,12 +58,13 @@ __all__ = [
     "RANGE_LIMIT",
     "call",
     "dropout_argument",
+    "note_range",
     "fused",
     "width",
 ]
 
 #: The emulator limit counted when a result the device holds lies beyond what the fp16 host
-#: tensors hold (see :func:`_note_range`).
+#: tensors hold and the emulator cannot keep it (see :mod:`spyre_sim._wide_values`).
 RANGE_LIMIT = "fp16-range"
 
 #: Packets whose results accumulate many terms: computed in float64 (see the module docstring).
@@ -185,8 +186,11 @@ def _draws(dropout: tuple[int, str], hargs: list[Any], hkwargs: dict[str, Any]) 
 
 def call(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
     """The op on widened copies of its fp16 host operands, each floating result rounded once to
-    DL16 and stored as fp16; ``NotImplemented`` when the op is left to the host's kernel (no
-    fp16 operand, an operand of another floating type, or a wide form the host refuses)."""
+    DL16 and stored as fp16: ``(results, kept)``, ``kept`` listing per result (the op's one tensor, or
+    each item of the tuple it returns) the float32 DL16 values of one that holds a number
+    beyond fp16's range, or ``None`` when none does. ``NotImplemented`` when the op is left to
+    the host's kernel (no fp16 operand, an operand of another floating type, or a wide form
+    the host refuses)."""
     wide = info.wide
     if wide is None or info.name in _REFUSED:
         return NotImplemented
@@ -217,11 +221,13 @@ def call(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
         return NotImplemented
     if info.mutated:
         result, beyond = _written(info, hargs, out)
-    else:
-        result, beyond = _narrow(out)
-    if beyond and not _held_beyond(hargs) and not _held_beyond(hkwargs.values()):
-        _note_range()
-    return result
+        if beyond and not _held_beyond(hargs) and not _held_beyond(hkwargs.values()):
+            note_range()  # an input written in place cannot take wide values now
+        return result, None
+    result, kept = _narrow(out)
+    if kept is not None and (_held_beyond(hargs) or _held_beyond(hkwargs.values())):
+        kept = None  # a value held at the limit carried on stays held (see _held_beyond)
+    return result, kept
 
 
 def _held_beyond(values: Any) -> bool:
@@ -245,11 +251,10 @@ def _at_limit(value: Any) -> bool:
     return isinstance(value, float) and not abs(value) < DL16_HOST_MAX  # inf, NaN included
 
 
-def _note_range() -> None:
-    """Count a result the device holds and the emulator cannot (CPMAnt's RMS norm squares
-    hidden values of 9e3 in float32, which the device stores as DL16: 8.8e7 on the device,
-    65472 here, and every value after it differs): the test's report tells it apart from the
-    device's own numbers."""
+def note_range() -> None:
+    """Count one ``fp16-range`` emulator limit in the running module: a DL16 number beyond
+    fp16's range that the emulator could not keep (:mod:`spyre_sim._wide_values`), so the
+    test's report tells its results apart from the device's own numbers."""
     telemetry.count_emulator_limit(RANGE_LIMIT, _modules.current_module_path())
 
 
@@ -342,11 +347,25 @@ def _widen(value: Any, wide: torch.dtype) -> Any:
     return value
 
 
-def _narrow(value: Any) -> tuple[Any, bool]:
-    """Wide results rounded to DL16, and whether one held a value beyond the host's range."""
-    if isinstance(value, torch.Tensor):
-        return round_wide_held(value, owned=True) if value.dtype in FLOAT_WIDE else (value, False)
-    if isinstance(value, (list, tuple)):
-        pairs = [_narrow(v) for v in value]
-        return type(value)(v for v, _ in pairs), any(beyond for _, beyond in pairs)
-    return value, False
+def _narrow(value: Any) -> tuple[Any, list[torch.Tensor | None] | None]:
+    """Wide results rounded to DL16, and the float32 DL16 values of each one holding a number
+    beyond the host's range (``None`` when none does)."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    held: list[Any] = []
+    kept: list[torch.Tensor | None] = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.dtype in FLOAT_WIDE:
+            half, wide = round_wide_kept(v, owned=True)
+            held.append(half)
+            kept.append(wide)
+        elif isinstance(v, (list, tuple)):  # a list inside a tuple of results: held values
+            inner, wides = _narrow(v)
+            if wides is not None:
+                note_range()
+            held.append(inner)
+            kept.append(None)
+        else:
+            held.append(v)
+            kept.append(None)
+    result = type(value)(held) if isinstance(value, (list, tuple)) else held[0]
+    return result, kept if any(k is not None for k in kept) else None

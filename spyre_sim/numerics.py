@@ -68,6 +68,8 @@ __all__ = [
     "round_to_dl16",
     "round_to_dl16_",
     "round_wide_held",
+    "round_wide_in_range",
+    "round_wide_kept",
     "round_wide_to_dl16",
 ]
 
@@ -256,9 +258,20 @@ _QUIET_NAN = float("nan")
 
 
 def round_wide_held(values: torch.Tensor, owned: bool = False) -> tuple[torch.Tensor, bool]:
-    """:func:`round_wide_to_dl16`, and whether a finite value beyond :data:`DL16_HOST_MAX` was
-    held as +-65472: a number DL16 keeps (up to about 8.6e9) that the fp16 host tensors cannot,
-    an emulator limit (an infinity is not one: both hold it as a large finite value)."""
+    """:func:`round_wide_to_dl16`, and whether a DL16 number beyond :data:`DL16_HOST_MAX` was
+    held as +-65472: a number DL16 keeps (up to about 8.6e9) that the fp16 host tensors cannot
+    (an infinity is not one: both hold it as a large finite value)."""
+    held, kept = round_wide_kept(values, owned)
+    return held, kept is not None
+
+
+def round_wide_kept(
+    values: torch.Tensor, owned: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`round_wide_to_dl16`, and, when some rounded value lies beyond
+    :data:`DL16_HOST_MAX`, the DL16 values themselves in float32 (:func:`round_wide_in_range`),
+    else ``None``. The fp16 result holds those values as +-65472; the float32 one is what the
+    device holds (:mod:`spyre_sim._wide_values` keeps it beside the fp16 host tensor)."""
     if not values.is_contiguous():
         wide = values.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
     elif values.dtype is not torch.float32:
@@ -267,11 +280,12 @@ def round_wide_held(values: torch.Tensor, owned: bool = False) -> tuple[torch.Te
         wide = values.clone()
     else:
         wide = values
-    beyond = False
+    kept = None
     if _np is None or wide.numel() == 0:
         if wide.numel():
             finite = wide[torch.isfinite(wide)]
-            beyond = bool(finite.numel() and finite.abs().max() > DL16_HOST_MAX)
+            if finite.numel() and finite.abs().max() > DL16_HOST_MAX:
+                kept = round_wide_in_range(wide)
         wide.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
         wide[torch.isnan(wide)] = _QUIET_NAN
         bits32 = wide.view(torch.int32)
@@ -284,13 +298,34 @@ def round_wide_held(values: torch.Tensor, owned: bool = False) -> tuple[torch.Te
         # two reductions instead of a clamp where nothing is beyond the limit (most results)
         if not (array.max() <= DL16_HOST_MAX and array.min() >= -DL16_HOST_MAX):  # NaN: here
             finite = array[_np.isfinite(array)]
-            beyond = bool(finite.size and _np.abs(finite).max() > DL16_HOST_MAX)
+            if finite.size and _np.abs(finite).max() > DL16_HOST_MAX:
+                kept = round_wide_in_range(wide)
             wide.clamp_(-DL16_HOST_MAX, DL16_HOST_MAX)
             array[_np.isnan(array)] = _QUIET_NAN
         bits = array.view(_np.uint32)
         bits += 0x2000
         bits &= 0xFFFFC000
-    return wide.half(), beyond
+    if kept is not None and not bool((kept.abs() > DL16_HOST_MAX).any()):
+        kept = None  # every value beyond the limit rounds down to it (65490 -> 65472)
+    return wide.half(), kept
+
+
+def round_wide_in_range(values: torch.Tensor) -> torch.Tensor:
+    """A new contiguous float32 tensor holding the DL16 rounding of ``values`` (float32 or
+    float64) with DL16's own range: finite magnitudes beyond :data:`DL16_MAX` saturate to it,
+    infinities are held as +-65472 as in the fp16 host tensors (the device holds 3.35e7;
+    the emulator keeps one stand-in for them everywhere), NaN stays NaN. Values below DL16's
+    smallest normal are rounded as float32 holds them (not flushed)."""
+    kept = values.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
+    infinite = torch.isinf(kept)
+    kept.clamp_(-DL16_MAX, DL16_MAX)  # NaN stays NaN
+    if bool(infinite.any()):
+        kept = torch.where(infinite, kept.sign() * DL16_HOST_MAX, kept)
+    kept[torch.isnan(kept)] = _QUIET_NAN
+    bits = kept.view(torch.int32)
+    bits.add_(0x2000)
+    bits.bitwise_and_(-0x4000)
+    return kept
 
 
 def round_to_dl16(values: torch.Tensor) -> torch.Tensor:

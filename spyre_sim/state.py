@@ -116,6 +116,9 @@ class DeviceState:
         self.user_releases: dict[tuple[str, int, int], Release] = {}
         #: op -> the handler computing its refused calls (:mod:`spyre_sim.refusals`)
         self.refusal_handlers: dict[Any, Any] = {}
+        #: whether a device tensor ever carried wide values (:mod:`spyre_sim._wide_values`):
+        #: until then no op looks for them. Never reset: such a tensor may outlive a reset.
+        self.wide_seen = False
 
     def forget_warnings(self) -> None:
         """Give the once-per-process warnings again."""

@@ -248,23 +248,28 @@ def test_attention_that_drops_is_left_to_the_host_kernel(spyre: ModuleType) -> N
     assert torch.equal(got, expected)  # the same draw from the same generator
 
 
-def test_a_result_beyond_fp16s_range_is_an_emulator_limit(spyre: ModuleType) -> None:
+def test_a_result_beyond_fp16s_range_keeps_its_dl16_value(spyre: ModuleType) -> None:
     """CPMAnt squares hidden values of 9e3 in its RMS norm: 8.8e7 is a DL16 number, which the
-    fp16 host tensors hold as 65472, and every value after it differs from the device's.
-    Counted as an emulator limit (``fp16-range``), so a test that then fails says so; a
-    result that carries a value already held at the limit (a ``-inf`` mask) or an infinity
-    (``log(0)``) is not counted."""
+    fp16 host tensors hold as 65472. The result keeps its DL16 value beside them
+    (:mod:`spyre_sim._wide_values`), so what is computed from it is the device's; only a read
+    of it to the host in fp16 counts the emulator limit (``fp16-range``). A result that
+    carries a value already held at the limit (a ``-inf`` mask) or an infinity (``log(0)``)
+    is not counted."""
     x = torch.full((1, 4), 300.0, dtype=torch.float16).to("spyre")
     with spyre.use_stack("2026.09"), torch.no_grad(), spyre.telemetry.record() as run:
-        squared = x * x
-    assert squared.cpu().tolist() == [[65472.0] * 4]  # the host holds the limit
-    limits = run.snapshot.to_json()["emulator_limits"]
-    assert limits["fp16-range"]["count"] == 1
+        squared = x * x  # 90000 -> DL16 89984
+        quarter = (squared / 4).cpu()
+    assert quarter.tolist() == [[22496.0] * 4]  # 89984 / 4, not 65472 / 4
+    assert run.snapshot.to_json()["emulator_limits"] == {}
+    with spyre.use_stack("2026.09"), torch.no_grad(), spyre.telemetry.record() as read:
+        held = squared.cpu()
+    assert held.tolist() == [[65472.0] * 4]  # the host holds the limit
+    assert read.snapshot.to_json()["emulator_limits"]["fp16-range"]["count"] == 1
     mask = torch.tensor([[0.0, float("-inf")]]).to("spyre")  # held as -65472
     zero = torch.zeros(1, 2, dtype=torch.float16).to("spyre")
-    with spyre.use_stack("2026.09"), torch.no_grad(), spyre.telemetry.record() as held:
-        (mask * 2.0, torch.log(zero), x + x, zero.new_full((2,), -65504.0))
-    assert held.snapshot.to_json()["emulator_limits"] == {}
+    with spyre.use_stack("2026.09"), torch.no_grad(), spyre.telemetry.record() as carried:
+        (mask * 2.0, torch.log(zero), zero.new_full((2,), -65504.0))
+    assert carried.snapshot.to_json()["emulator_limits"] == {}
 
 
 def test_weights_are_stored_with_one_rounding(spyre: ModuleType) -> None:
