@@ -34,8 +34,16 @@ __all__ = [
 MANIFEST_SCHEMA_VERSION = 1
 #: ``order`` of a manifest that does not set one.
 DEFAULT_ORDER = 100
-#: The candidate forms a bridge may name (``spyre_adapters.library.op_bridge.CANDIDATES``).
-BRIDGE_CANDIDATES = ("decomposition", "core-decomposition", "ref", "rewrite", "host")
+#: The candidate forms a bridge may name (``spyre_adapters.library.op_bridge_v3.CANDIDATES``:
+#: the first form's and ``host-float32``).
+BRIDGE_CANDIDATES = (
+    "decomposition",
+    "core-decomposition",
+    "ref",
+    "rewrite",
+    "host",
+    "host-float32",
+)
 #: The gap of an op that a release does not list: only the op's own rule names it.
 CATCH_ALL_GAP = "unlowered-op"
 

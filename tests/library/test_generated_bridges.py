@@ -63,8 +63,11 @@ def test_generated_bridges_are_counted_apart_and_hand_written_ones_stay_few() ->
     # handler beside the generated pow bridges; LightGlue, VideoLLaMA 3) the 29th,
     # take-along-gather (take_along_dim as the gather that takes the device's int32 index;
     # PP-DocLayoutV2) the 30th, rotate-half-matmul (rotate_half as x @ P where rope-rotation
-    # declines: Gemma 4's attention, DiffusionGemma) the 31st: README, "Sweep"
-    assert len(hand_written) <= 31
+    # declines: Gemma 4's attention, DiffusionGemma) the 31st, bridge-grid-sampler-2d 2.1.0 (the
+    # host's grid sampler in float32: PyTorch's fp16 CPU kernel returns NaN for Mask2Former's
+    # strided views, and the generator has no host-float32 candidate to try yet) the 32nd:
+    # README, "Sweep"
+    assert len(hand_written) <= 32
     for manifest in GENERATED:
         assert manifest.name.startswith("bridge-")
         assert manifest.bridges
