@@ -229,9 +229,18 @@ def _execute(
         if kept is not None:
             _wide_values.attach_results(result, kept)
         return result
-    checked, marks = _lowering.apply_miscompiles(verdict, args, kwargs or {}, out)
+    checked, marks, unheld = _lowering.apply_miscompiles(verdict, args, kwargs or {}, out)
     if kept is not None:
         _wide_arithmetic.note_range()  # a reproduced miscompile works on the held values
+    if unheld is not None and checked is out:
+        # right on the device, not held by the fp16 host tensor: computed again with its DL16
+        # values kept (an op that wrote an input already wrote it: the loss is counted)
+        done = NotImplemented
+        if not info.mutated:
+            done = _wide_values.call(func, info, args, kwargs or {})
+        if done is not NotImplemented:
+            return done
+        _wide_values.note(unheld.limit)
     # a reproduction that leaves the result as it was (most calls) keeps its one rounding
     result = _op_results.finish(info, args, checked, rounded=rounded and checked is out)
     for attribute, value in marks:
@@ -251,7 +260,7 @@ def _wide_checked(
     results = result if isinstance(result, (list, tuple)) else (result,)
     held = [r._host if type(r) is SpyreTensor else r for r in results]
     out = type(result)(held) if isinstance(result, (list, tuple)) else held[0]
-    checked, marks = _lowering.apply_miscompiles(verdict, args, kwargs, out)
+    checked, marks, _ = _lowering.apply_miscompiles(verdict, args, kwargs, out)  # DL16 kept
     if checked is not out:
         if any(type(r) is SpyreTensor and r._wide is not None for r in results):
             _wide_arithmetic.note_range()

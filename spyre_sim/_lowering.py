@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from spyre_sim import _modules, hints, layout, miscompile, scope, telemetry
+from spyre_sim._miscompile_registry import Unheld
 from spyre_sim.catalogue import UNLOWERED_GAP, Decision, GapState, Release, catalogue_for
 from spyre_sim.errors import SpyreLayoutError, SpyreLoweringError
 from spyre_sim.settings import settings
@@ -184,19 +185,25 @@ def _generic(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
 
 def apply_miscompiles(
     verdict: Verdict, args: Sequence[Any], kwargs: dict[str, Any], out: Any
-) -> tuple[Any, list[tuple[str, Any]]]:
-    """Apply the verdict's reproductions to the host result ``out``; returns the result and,
-    when no reproduction changed it, the marks to set on its wrapper (``(attribute, value)``)."""
+) -> tuple[Any, list[tuple[str, Any]], Unheld | None]:
+    """Apply the verdict's reproductions to the host result ``out``; returns the result, the
+    marks to set on its wrapper when no reproduction changed it (``(attribute, value)``), and
+    the :class:`~spyre_sim._miscompile_registry.Unheld` of a reproduction that found the
+    result right on the device but not held by the emulator's fp16 host tensor (else None)."""
+    unheld = None
     for m in verdict.miscompiles:
         wrong = m.apply(args, kwargs, out)
+        if isinstance(wrong, Unheld):
+            unheld = wrong
+            continue
         if wrong is not None:
             path = _modules.current_module_path()
             telemetry.count_miscompile(m.gap, path)
             telemetry.count_gap(m.gap, path)
-            return wrong, []
+            return wrong, [], None
     marks = []
     for mark in verdict.marks:
         found = mark.mark(args, kwargs)
         if found is not None:
             marks.append(found)
-    return out, marks
+    return out, marks, unheld

@@ -2,7 +2,9 @@
 
 A reproduction (:class:`Miscompile`) is keyed by its gap id and the ATen packet it acts on:
 ``apply(wrapped args, kwargs, host result)`` returns the wrong host result, or ``None`` when its
-pattern is absent. A :class:`Mark` is not a corruption but a note on an op's result that a later
+pattern is absent, or :class:`Unheld` when the device computes the result right and only the
+emulator's fp16 host tensor could not hold it (the op is then computed again with its DL16
+values kept: :mod:`spyre_sim._wide_values`). A :class:`Mark` is not a corruption but a note on an op's result that a later
 reproduction reads. Both are registered with a decorator (:func:`register`,
 :func:`register_mark`); the device tries an op's reproductions in registration order and the
 first that returns a result decides.
@@ -23,6 +25,7 @@ __all__ = [
     "Mark",
     "MarkFn",
     "Miscompile",
+    "Unheld",
     "host_of",
     "marks_for",
     "miscompiles_for",
@@ -41,6 +44,14 @@ class Miscompile:
     gap: str
     packet: str
     apply: Apply
+
+
+@dataclass(frozen=True)
+class Unheld:
+    """What a reproduction returns when the device holds the result and the emulator's fp16
+    host tensor does not (``limit``: the emulator limit counted if it cannot be kept)."""
+
+    limit: str
 
 
 _BY_PACKET: dict[str, list[Miscompile]] = {}

@@ -14,9 +14,8 @@ from typing import Any
 
 import torch
 
-from spyre_sim import _modules, telemetry
+from spyre_sim._miscompile_registry import Unheld, register, register_mark
 from spyre_sim._miscompile_registry import host_of as _host
-from spyre_sim._miscompile_registry import register, register_mark
 from spyre_sim.numerics import DL16_MIN_NORMAL
 
 NEAR_CONSTANT_VARIANCE = 1e-6
@@ -100,15 +99,18 @@ def _flushed_bound(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any
     return _lost(out, bound)
 
 
-def _lost(out: torch.Tensor, value: float) -> torch.Tensor | None:
+def _lost(out: torch.Tensor, value: float) -> torch.Tensor | Unheld:
     """``out`` when ``value`` is below DL16's smallest number (the device's miscompile);
-    ``None`` when DL16 holds it and only the emulator's fp16 host tensors lost it (from 2**-30
-    to fp16's smallest subnormal, 6e-8): then counted as an emulator limit, which the report
-    tells apart from the device's wrong numbers."""
+    :class:`Unheld` when DL16 holds it and only the emulator's fp16 host tensors lost it (from
+    2**-30 to fp16's smallest subnormal, 6e-8): the device then computes the op again with its
+    DL16 values kept, or counts the emulator limit, which the report tells apart from the
+    device's wrong numbers."""
     if value < DL16_MIN_NORMAL:
         return out
-    telemetry.count_emulator_limit(EMULATOR_LIMIT, _modules.current_module_path())
-    return None
+    return _UNHELD
+
+
+_UNHELD = Unheld(EMULATOR_LIMIT)
 
 
 register("eps-underflow", "aten.clamp_min")(_flushed_bound)

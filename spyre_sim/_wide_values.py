@@ -1,21 +1,26 @@
-"""DL16 numbers beyond the fp16 host tensors' range, kept in float32 beside them.
+"""DL16 numbers the fp16 host tensors cannot hold, kept in float32 beside them.
 
 The emulator holds the device's DL16 values in fp16 host tensors (:mod:`spyre_sim.numerics`),
 which reach 65504; DL16 reaches about 8.6e9. CPMAnt's RMS norm squares hidden values of 9e3 in
 float32: 8.8e7 on the device. The host tensor holds such a number as +-65472, as before, and
 the result now also carries its DL16 values in float32, a *wide value* (:class:`Wide`), made
-where an op's result is rounded (:func:`spyre_sim.numerics.round_wide_kept`).
+where an op's result is rounded (:func:`spyre_sim.numerics.round_wide_kept`). At the other end,
+DL16's normals reach down to 2**-30 where fp16 has only subnormals below 6.1e-5 (none below
+6e-8): CHMv2 shifts its logits by 1e-8. Where the device's ``eps-underflow`` reproduction finds
+such a number lost (:mod:`spyre_sim._miscompiles_ops`: the op is right on the device), the op is
+computed again in wide mode and its result carries them.
 
 Every later op with an operand that carries one runs in *wide mode* (:func:`call`): on the
 float32 values of those operands and exact float32 copies of the others, a ``float16`` dtype
-argument read as float32, each floating result rounded once to DL16 with DL16's range. A result
-that again holds a number beyond 65504 carries it on; one within fp16's range is an ordinary
-fp16 host tensor again (``rsqrt(8.8e7)``). Comparisons and integer results are those of the
-wide values. A view shares its base's wide values (one :class:`_Store`); an op written in place
-into a tensor that carries them writes them too.
+argument read as float32, each floating result rounded once to DL16 with DL16's range (no
+subnormals). A result that again holds a number fp16 does not carries it on; one fp16 holds is
+an ordinary fp16 host tensor again (``rsqrt(8.8e7)``). Comparisons and integer results are
+those of the wide values. A view shares its base's wide values (one :class:`_Store`); an op
+written in place into a tensor that carries them writes them too.
 
-Where the emulator still cannot follow the device, it counts the emulator limit ``fp16-range``
-(:func:`lost`, :func:`~spyre_sim._wide_arithmetic.note_range`), as it did before at every such result:
+Where the emulator still cannot follow the device, it counts the emulator limit
+(:func:`limit_of`: ``fp16-range`` beyond 65472, ``fp16-holder`` below fp16's normals), as it did
+before at every such result:
 
 - a read to the host in float16, the dtype the tensor declares (``.cpu()``, ``.item()``,
   ``.tolist()``, a transfer inside the model): what the device's conversion gives for a number
@@ -23,13 +28,13 @@ Where the emulator still cannot follow the device, it counts the emulator limit 
   values, which hold it;
 - a host fallback (the device hands the host fp16), an op with a miscompile or a random draw,
   an ``out=`` op, and an op whose wide form the host refuses: they run on the held values;
-- an op written in place into a tensor that carries no wide value, whose result lies beyond
-  fp16's range (its other views could not see a wide value attached now).
+- an op written in place into a tensor that carries no wide value, whose result fp16 cannot
+  hold (its other views could not see a wide value attached now).
 
 A result that carries a value already held at the limit (a ``-inf`` mask, ``finfo(float16).min``)
 keeps the held value, as before (:func:`spyre_sim._wide_arithmetic.call`). Nothing changes for
-a tensor that never held a number beyond fp16's range: no op runs in wide mode before the first
-wide value of the process (:attr:`~spyre_sim.state.DeviceState.wide_seen`).
+a tensor that never held such a number: no op runs in wide mode before the first wide value of
+the process (:attr:`~spyre_sim.state.DeviceState.wide_seen`).
 """
 
 from __future__ import annotations
@@ -39,9 +44,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from spyre_sim import _host_arguments, _op_results, _wide_arithmetic
+from spyre_sim import _host_arguments, _modules, _op_results, _wide_arithmetic, telemetry
+from spyre_sim._miscompiles_ops import EMULATOR_LIMIT as HOLDER_LIMIT
 from spyre_sim._tensor import SpyreTensor
-from spyre_sim.numerics import DL16_HOST_MAX, round_to_dl16_, round_wide_in_range, round_wide_kept
+from spyre_sim.numerics import (
+    DL16_HOST_MAX,
+    FP16_MIN_NORMAL,
+    round_to_dl16_,
+    round_wide_in_range,
+    round_wide_kept,
+)
 from spyre_sim.state import device_state
 
 if TYPE_CHECKING:
@@ -49,6 +61,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Wide",
+    "limit_of",
+    "note",
     "attach",
     "attach_results",
     "call",
@@ -116,28 +130,42 @@ def carried(args: Sequence[Any], kwargs: dict[str, Any] | None) -> bool:
     return bool(kwargs) and carried(list(kwargs.values()), None)  # type: ignore[union-attr]
 
 
-def _beyond(values: torch.Tensor) -> bool:
-    return bool((values.abs() > DL16_HOST_MAX).any())
+def limit_of(values: torch.Tensor) -> str | None:
+    """The emulator limit an fp16 host tensor meets holding the wide values ``values``:
+    ``fp16-range`` for a number beyond 65472, ``fp16-holder`` for a nonzero one below fp16's
+    normals that its subnormals do not hold exactly, else ``None``."""
+    magnitude = values.abs()
+    if bool((magnitude > DL16_HOST_MAX).any()):
+        return _wide_arithmetic.RANGE_LIMIT
+    tiny = (magnitude < FP16_MIN_NORMAL) & (magnitude != 0)
+    if bool(tiny.any()) and not torch.equal(values[tiny], values[tiny].half().float()):
+        return HOLDER_LIMIT
+    return None
+
+
+def note(limit: str) -> None:
+    """Count one emulator limit ``limit`` in the running module."""
+    telemetry.count_emulator_limit(limit, _modules.current_module_path())
 
 
 def lost(info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any] | None) -> None:
     """The op runs on the held values: count the emulator limit once when an operand's wide
     values hold a number beyond fp16's range, and drop the wide values of every tensor it
     writes (they would no longer be its values)."""
-    beyond = False
+    limit = None
     for value in [*args, *(kwargs or {}).values()]:
         for t in value if isinstance(value, (list, tuple)) else (value,):
             if type(t) is SpyreTensor:
                 wide = values_of(t)
-                if wide is not None and not beyond and _beyond(wide):
-                    beyond = True
+                if wide is not None and limit is None:
+                    limit = limit_of(wide)
     written = [args[i] for i in info.mutated if i < len(args)]
     written += [(kwargs or {}).get(name) for _, name in info.out_args]
     for t in written:
         if type(t) is SpyreTensor and t._wide is not None:
             t._wide.store.valid = False
-    if beyond:
-        _wide_arithmetic.note_range()
+    if limit is not None:
+        note(limit)
 
 
 def read(t: Any, dtype: torch.dtype | None = None) -> torch.Tensor | None:
@@ -149,8 +177,9 @@ def read(t: Any, dtype: torch.dtype | None = None) -> torch.Tensor | None:
         return None
     if dtype in (torch.float32, torch.float64):
         return wide
-    if _beyond(wide):
-        _wide_arithmetic.note_range()
+    limit = limit_of(wide)
+    if limit is not None:
+        note(limit)
     return None
 
 
@@ -216,11 +245,12 @@ def _written(target: SpyreTensor, result: torch.Tensor, own: torch.Tensor | None
     if result.dtype not in (torch.float32, torch.float64):  # bf16, integer, bool targets
         target._host.copy_(result)
         return target
-    held, kept = round_wide_kept(result)
+    held, kept = round_wide_kept(result, tiny=True)
     if own is not None:
         own.copy_(kept if kept is not None else held)  # the values DL16 holds, in float32
     elif kept is not None:
-        _wide_arithmetic.note_range()  # the target cannot take wide values now: its other views would not see them
+        # the target cannot take wide values now: its other views would not see them
+        note(limit_of(kept) or _wide_arithmetic.RANGE_LIMIT)
     target._host.copy_(held)
     return target
 
@@ -259,7 +289,7 @@ def _fresh(info: OpInfo, args: Sequence[Any], out: Any) -> Any:
     kept: list[torch.Tensor | None] = []
     for value in outs:
         if isinstance(value, torch.Tensor) and value.dtype in (torch.float32, torch.float64):
-            half, wide = round_wide_kept(value)  # value may be an operand's wide values
+            half, wide = round_wide_kept(value, tiny=True)  # may be an operand's wide values
             held.append(half)
             kept.append(wide)
         else:

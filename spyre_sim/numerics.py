@@ -59,6 +59,7 @@ __all__ = [
     "DL16_MAX_BITS",
     "DL16_MIN_NORMAL",
     "DL16_NAN_BITS",
+    "FP16_MIN_NORMAL",
     "TIE_RULE",
     "dl16_decode",
     "dl16_encode",
@@ -87,6 +88,8 @@ DL16_MAX = (2.0 - 2.0**-8) * 2.0**32
 DL16_MIN_NORMAL = 2.0**-30
 DL16_HOST_MAX = 65472.0
 """Largest DL16 value a float16 host tensor can hold; larger DL16 magnitudes are held as it."""
+FP16_MIN_NORMAL = 2.0**-14
+"""fp16's smallest normal: below it fp16 holds DL16 numbers only as its subnormals."""
 
 _FRAC_ONE = 1 << DL16_FRACTION_BITS
 _MAX_EXP_CODE = (1 << DL16_EXPONENT_BITS) - 1
@@ -266,12 +269,14 @@ def round_wide_held(values: torch.Tensor, owned: bool = False) -> tuple[torch.Te
 
 
 def round_wide_kept(
-    values: torch.Tensor, owned: bool = False
+    values: torch.Tensor, owned: bool = False, tiny: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`round_wide_to_dl16`, and, when some rounded value lies beyond
-    :data:`DL16_HOST_MAX`, the DL16 values themselves in float32 (:func:`round_wide_in_range`),
-    else ``None``. The fp16 result holds those values as +-65472; the float32 one is what the
-    device holds (:mod:`spyre_sim._wide_values` keeps it beside the fp16 host tensor)."""
+    :data:`DL16_HOST_MAX` (or, with ``tiny``, when some nonzero DL16 value below fp16's
+    normals is not held exactly by fp16's subnormals), the DL16 values themselves in float32
+    (:func:`round_wide_in_range`), else ``None``. The fp16 result holds those values as
+    +-65472 (or fp16's nearest subnormal); the float32 one is what the device holds
+    (:mod:`spyre_sim._wide_values` keeps it beside the fp16 host tensor)."""
     if not values.is_contiguous():
         wide = values.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
     elif values.dtype is not torch.float32:
@@ -307,15 +312,20 @@ def round_wide_kept(
         bits &= 0xFFFFC000
     if kept is not None and not bool((kept.abs() > DL16_HOST_MAX).any()):
         kept = None  # every value beyond the limit rounds down to it (65490 -> 65472)
-    return wide.half(), kept
+    held = wide.half()
+    if kept is None and tiny and bool(((wide != 0) & (wide.abs() < FP16_MIN_NORMAL)).any()):
+        in_range = round_wide_in_range(wide)  # wide is rounded: only the flush may change it
+        if not torch.equal(in_range, held.float()):
+            kept = in_range
+    return held, kept
 
 
 def round_wide_in_range(values: torch.Tensor) -> torch.Tensor:
     """A new contiguous float32 tensor holding the DL16 rounding of ``values`` (float32 or
     float64) with DL16's own range: finite magnitudes beyond :data:`DL16_MAX` saturate to it,
     infinities are held as +-65472 as in the fp16 host tensors (the device holds 3.35e7;
-    the emulator keeps one stand-in for them everywhere), NaN stays NaN. Values below DL16's
-    smallest normal are rounded as float32 holds them (not flushed)."""
+    the emulator keeps one stand-in for them everywhere), NaN stays NaN, and magnitudes below
+    DL16's smallest normal (2**-30) are zero: DL16 has no subnormals."""
     kept = values.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
     infinite = torch.isinf(kept)
     kept.clamp_(-DL16_MAX, DL16_MAX)  # NaN stays NaN
@@ -325,6 +335,7 @@ def round_wide_in_range(values: torch.Tensor) -> torch.Tensor:
     bits = kept.view(torch.int32)
     bits.add_(0x2000)
     bits.bitwise_and_(-0x4000)
+    kept.masked_fill_(kept.abs() < DL16_MIN_NORMAL, 0.0)
     return kept
 
 

@@ -422,9 +422,9 @@ def test_miscompile(spyre_device):
 class Shift(torch.nn.Module):
     def forward(self, logits):
         # CHMv2: a shift of 1e-8 (a DL16 number; fp16's smallest subnormal is 6e-8) keeps the
-        # normaliser of all-zero logits from 0
-        shifted = logits + 1e-8
-        return shifted / shifted.sum(-1, keepdim=True)
+        # normaliser of all-zero logits from 0; the device keeps it, and so does the emulator
+        # (beside its fp16 host tensor), until the test reads it in fp16
+        return logits + 1e-8
 
 
 class Router(torch.nn.Module):
@@ -454,12 +454,12 @@ def test_nan_made(spyre_device):
 
 
 def test_emulator_limit(spyre_device):
-    got = Shift()(torch.zeros(2, 8).to(spyre_device)).cpu().float()
-    assert not torch.isnan(got).any()
+    got = Shift()(torch.zeros(2, 8).to(spyre_device)).cpu().float()  # read in fp16
+    assert (got > 0).all()
 
 
 def test_emulator_limit_unchecked(spyre_device):
-    Shift()(torch.zeros(2, 8).to(spyre_device))
+    Shift()(torch.zeros(2, 8).to(spyre_device)).cpu()
 
 
 def test_miscompile_unchecked(spyre_device):
@@ -592,9 +592,8 @@ def test_a_nan_the_device_made_is_precision_and_counted(at_2026_05: Run) -> None
         ["precision: *the output has nan*device results held NaN their operands did not "
          "(aten.div in Normalise x1): DL16 has no subnormals*"]
     )  # fmt: skip
-    # the two emulator-limit tests below make 0/0 as well, after the shift the fp16 host lost
     pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
-        ["NaN made on the device: aten.div (3 tests) (results holding NaN*"]
+        ["NaN made on the device: aten.div (1 test) (results holding NaN*"]
     )
 
 
