@@ -61,14 +61,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Wide",
-    "limit_of",
-    "note",
     "attach",
     "attach_results",
     "call",
     "carried",
     "copy_wide",
+    "limit_of",
     "lost",
+    "note",
     "read",
     "share_wide",
     "stored_into",
@@ -79,6 +79,11 @@ _HOST = torch.device("cpu")
 
 #: Ops that hand a value to the host: they read the held values (and count the loss).
 _READS = frozenset({"aten._local_scalar_dense"})
+
+#: Ops that change what a tensor's storage is, not its values (``unsqueeze_``, ``t_`` and the
+#: other in-place views are recognised by their tag): they run on the held values, and a
+#: tensor they write drops its wide values.
+_STORAGE_OPS = frozenset({"aten.set_", "aten.resize_", "aten.resize_as_"})
 
 #: Special ops (:mod:`spyre_sim._special_ops`) that are ordinary ops between device tensors
 #: when they get here: a cast on the device, a copy between device tensors.
@@ -150,8 +155,8 @@ def note(limit: str) -> None:
 
 def lost(info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any] | None) -> None:
     """The op runs on the held values: count the emulator limit once when an operand's wide
-    values hold a number beyond fp16's range, and drop the wide values of every tensor it
-    writes (they would no longer be its values)."""
+    values hold a number fp16 does not (:func:`limit_of`), and drop the wide values of every
+    tensor it writes (they would no longer be its values)."""
     limit = None
     for value in [*args, *(kwargs or {}).values()]:
         for t in value if isinstance(value, (list, tuple)) else (value,):
@@ -171,7 +176,7 @@ def lost(info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any] | None) -> No
 def read(t: Any, dtype: torch.dtype | None = None) -> torch.Tensor | None:
     """A read of device tensor ``t`` to the host: its wide values when they are read in a
     floating dtype wider than fp16 (``dtype``), else ``None`` (the held values are read, and
-    the loss is counted when they held a number beyond fp16's range)."""
+    the loss is counted when they held a number fp16 does not: :func:`limit_of`)."""
     wide = values_of(t)
     if wide is None:
         return None
@@ -209,6 +214,8 @@ def call(func: Any, info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any]) -
         or info.packet in _READS
         or (info.special is not None and info.packet not in _SPECIAL_OPS_RUN)
         or (torch.Tag.nondeterministic_seeded in func.tags and info.dropout is None)
+        or (info.mutated and (len(info.mutated) != 1 or torch.Tag.inplace_view in func.tags))
+        or info.packet in _STORAGE_OPS
     ):
         lost(info, args, kwargs)
         return NotImplemented

@@ -145,3 +145,14 @@ def test_a_bit_view_drops_the_wide_values_for_every_view(spyre: ModuleType) -> N
         held = (row / 4).cpu()
     assert held.unique().tolist() == [16368.0]  # 65472 / 4: the held values from here on
     assert _limits(run)["fp16-range"]["count"] == 1  # type: ignore[index]
+
+
+def test_an_in_place_view_drops_the_wide_values_and_counts_the_loss(spyre: ModuleType) -> None:
+    """``unsqueeze_`` changes what the tensor is, not its values: it runs on the held values,
+    and the tensor it changed carries no wide values after it."""
+    squares = _squares(spyre)
+    with spyre.use_stack(STACK), torch.no_grad(), spyre.telemetry.record() as run:
+        squares.unsqueeze_(0)
+    assert squares.shape == (1, 2, 64)
+    assert squares._wide is None or not squares._wide.store.valid
+    assert _limits(run)["fp16-range"]["count"] == 1  # type: ignore[index]
