@@ -230,8 +230,8 @@ def _execute(
             _wide_values.attach_results(result, kept)
         return result
     checked, marks, unheld = _lowering.apply_miscompiles(verdict, args, kwargs or {}, out)
-    if kept is not None:
-        _wide_arithmetic.note_range()  # a reproduced miscompile works on the held values
+    if kept is not None and checked is not out:
+        _wide_arithmetic.note_range()  # a reproduced miscompile worked on the held values
     if unheld is not None and checked is out:
         # right on the device, not held by the fp16 host tensor: computed again with its DL16
         # values kept (an op that wrote an input already wrote it: the loss is counted)
@@ -243,6 +243,8 @@ def _execute(
         _wide_values.note(unheld.limit)
     # a reproduction that leaves the result as it was (most calls) keeps its one rounding
     result = _op_results.finish(info, args, checked, rounded=rounded and checked is out)
+    if kept is not None and checked is out:
+        _wide_values.attach_results(result, kept)
     for attribute, value in marks:
         setattr(result, attribute, value)
     return result
@@ -262,8 +264,12 @@ def _wide_checked(
     out = type(result)(held) if isinstance(result, (list, tuple)) else held[0]
     checked, marks, _ = _lowering.apply_miscompiles(verdict, args, kwargs, out)  # DL16 kept
     if checked is not out:
-        if any(type(r) is SpyreTensor and r._wide is not None for r in results):
-            _wide_arithmetic.note_range()
+        for r in results:
+            wide = _wide_values.values_of(r) if type(r) is SpyreTensor else None
+            limit = _wide_values.limit_of(wide) if wide is not None else None
+            if limit is not None:
+                _wide_values.note(limit)
+                break
         return _op_results.finish(info, args, checked)
     for attribute, value in marks:
         setattr(result, attribute, value)

@@ -26,7 +26,7 @@ class SpyreTensor(torch.Tensor):
     """A tensor on the emulated ``spyre`` device; ``_host`` holds its values on the CPU."""
 
     _host: torch.Tensor
-    #: DL16 values beyond fp16's range kept in float32 beside ``_host`` (:mod:`_wide_values`)
+    #: DL16 values fp16 does not hold, kept in float32 beside ``_host`` (:mod:`_wide_values`)
     _wide: _wide_values.Wide | None = None
 
     @staticmethod

@@ -156,3 +156,14 @@ def test_an_in_place_view_drops_the_wide_values_and_counts_the_loss(spyre: Modul
     assert squares.shape == (1, 2, 64)
     assert squares._wide is None or not squares._wide.store.valid
     assert _limits(run)["fp16-range"]["count"] == 1  # type: ignore[index]
+
+
+def test_an_op_with_a_miscompile_rule_that_does_not_fire_keeps_them(spyre: ModuleType) -> None:
+    """``add`` has the ``eps-underflow`` reproduction at 2026.09; ``x + x`` is not its pattern,
+    so the sum of two 40000s (80000, beyond fp16) keeps its DL16 value."""
+    x = torch.full((2, 64), 40000.0, dtype=torch.float16).to("spyre")
+    with spyre.use_stack(STACK), torch.no_grad(), spyre.telemetry.record() as run:
+        doubled = x + x
+        quarter = (doubled / 4).cpu()
+    assert quarter.unique().tolist() == [20000.0]
+    assert _limits(run) == {}
