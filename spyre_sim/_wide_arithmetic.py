@@ -58,8 +58,8 @@ __all__ = [
     "RANGE_LIMIT",
     "call",
     "dropout_argument",
-    "note_range",
     "fused",
+    "note_range",
     "width",
 ]
 

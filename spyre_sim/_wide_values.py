@@ -48,11 +48,11 @@ from spyre_sim import _host_arguments, _modules, _op_results, _wide_arithmetic, 
 from spyre_sim._miscompiles_ops import EMULATOR_LIMIT as HOLDER_LIMIT
 from spyre_sim._tensor import SpyreTensor
 from spyre_sim.numerics import (
-    DL16_HOST_MAX,
-    FP16_MIN_NORMAL,
+    beyond_host,
     round_to_dl16_,
     round_wide_in_range,
     round_wide_kept,
+    tiny_unheld,
 )
 from spyre_sim.state import device_state
 
@@ -139,11 +139,9 @@ def limit_of(values: torch.Tensor) -> str | None:
     """The emulator limit an fp16 host tensor meets holding the wide values ``values``:
     ``fp16-range`` for a number beyond 65472, ``fp16-holder`` for a nonzero one below fp16's
     normals that its subnormals do not hold exactly, else ``None``."""
-    magnitude = values.abs()
-    if bool((magnitude > DL16_HOST_MAX).any()):
+    if beyond_host(values):
         return _wide_arithmetic.RANGE_LIMIT
-    tiny = (magnitude < FP16_MIN_NORMAL) & (magnitude != 0)
-    if bool(tiny.any()) and not torch.equal(values[tiny], values[tiny].half().float()):
+    if tiny_unheld(values):
         return HOLDER_LIMIT
     return None
 

@@ -61,6 +61,7 @@ __all__ = [
     "DL16_NAN_BITS",
     "FP16_MIN_NORMAL",
     "TIE_RULE",
+    "beyond_host",
     "dl16_decode",
     "dl16_encode",
     "dl16_host_value",
@@ -72,6 +73,7 @@ __all__ = [
     "round_wide_in_range",
     "round_wide_kept",
     "round_wide_to_dl16",
+    "tiny_unheld",
 ]
 
 DL16_EXPONENT_BITS = 6
@@ -310,14 +312,27 @@ def round_wide_kept(
         bits = array.view(_np.uint32)
         bits += 0x2000
         bits &= 0xFFFFC000
-    if kept is not None and not bool((kept.abs() > DL16_HOST_MAX).any()):
+    if kept is not None and not beyond_host(kept):
         kept = None  # every value beyond the limit rounds down to it (65490 -> 65472)
-    held = wide.half()
     if kept is None and tiny and bool(((wide != 0) & (wide.abs() < FP16_MIN_NORMAL)).any()):
         in_range = round_wide_in_range(wide)  # wide is rounded: only the flush may change it
-        if not torch.equal(in_range, held.float()):
+        if tiny_unheld(in_range):
             kept = in_range
-    return held, kept
+    return wide.half(), kept
+
+
+def beyond_host(values: torch.Tensor) -> bool:
+    """Whether DL16 values (float32) hold a magnitude beyond :data:`DL16_HOST_MAX`, which the
+    fp16 host tensors hold as +-65472."""
+    return bool((values.abs() > DL16_HOST_MAX).any())
+
+
+def tiny_unheld(values: torch.Tensor) -> bool:
+    """Whether DL16 values (float32) hold a nonzero magnitude below fp16's normals that fp16's
+    subnormals do not hold exactly."""
+    magnitude = values.abs()
+    tiny = (magnitude < FP16_MIN_NORMAL) & (magnitude != 0)
+    return bool(tiny.any()) and not torch.equal(values[tiny], values[tiny].half().float())
 
 
 def round_wide_in_range(values: torch.Tensor) -> torch.Tensor:
