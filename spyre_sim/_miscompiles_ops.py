@@ -113,8 +113,11 @@ def _lost(out: torch.Tensor, value: float) -> torch.Tensor | Unheld:
 _UNHELD = Unheld(EMULATOR_LIMIT)
 
 
-register("eps-underflow", "aten.clamp_min")(_flushed_bound)
-register("eps-underflow", "aten.clamp")(_flushed_bound)
+# The in-place forms follow the same rules. Their reproduction reads the written input: with
+# the bound (or addend) zero in the 16-bit type, the write changes no value that decides the
+# match (a value below the bound stays below it, a zero plus the flushed addend stays zero).
+for _packet in ("aten.clamp_min", "aten.clamp", "aten.clamp_"):
+    register("eps-underflow", _packet)(_flushed_bound)
 
 
 def _number(value: Any) -> float | None:
@@ -149,8 +152,8 @@ def _lost_addend(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
     return _lost(out, value)
 
 
-register("eps-underflow", "aten.add")(_lost_addend)
-register("eps-underflow", "aten.sub")(_lost_addend)
+for _packet in ("aten.add", "aten.sub", "aten.add_", "aten.sub_"):
+    register("eps-underflow", _packet)(_lost_addend)
 
 
 @register("indexed-dim", "aten.index_select")

@@ -18,8 +18,9 @@ decision is ``miscompiled`` for that gap), and records it in telemetry with the 
   and an ``add``/``sub`` of such a number (TAPAS's ``count + 1e-10`` before a division), are
   recorded when an input value lies below the bound (or the added number); the result,
   computed with the number flushed, is kept. A number DL16 holds (2**-30 and above) that only
-  the emulator's fp16 host tensors flush is counted as an emulator limit instead
-  (``telemetry.count_emulator_limit``): the device keeps it.
+  the emulator's fp16 host tensors flush is kept beside them (:mod:`spyre_sim._wide_values`)
+  or, where it cannot be (an in-place or ``out=`` form, ``add_``/``sub_``/``clamp_``, which has
+  already written its fp16 result), counted as an emulator limit: the device keeps it.
 - ``indexed-dim`` (:func:`indexed_dim_rows`): ``index_select`` along a dim that is not the
   outermost returns the selected rows in reverse order ("rows silently wrong").
 - ``sdpa-strided`` (:func:`sdpa_strided_read`): SDPA with a non-contiguous q, k or v view

@@ -335,6 +335,40 @@ def test_an_added_epsilon_below_the_device_range_is_zero_and_recorded(spyre: Mod
     assert final == 2  # the held 1e-3 not recorded, the lost 1e-10 (1e-6 * 1e-4) recorded
 
 
+@pytest.mark.parametrize("form", ["add_", "sub_", "clamp_", "out="])
+def test_in_place_forms_of_the_epsilon_ops_are_recorded(spyre: ModuleType, form: str) -> None:
+    """The in-place (and ``out=``) forms of ``add``, ``sub`` and ``clamp`` meet the same rule:
+    an epsilon below DL16's smallest number is the device's ``eps-underflow``; one DL16 holds
+    and fp16 does not (1e-8) is lost to the written fp16 host tensor, and the emulator limit is
+    counted. Before, an in-place write lost either without a word."""
+
+    def write(x: torch.Tensor, eps: float) -> None:
+        if form == "add_":
+            x.add_(eps)
+        elif form == "sub_":
+            x.sub_(eps)
+        elif form == "clamp_":
+            x.clamp_(min=eps)
+        else:
+            torch.add(x, eps, out=x)
+
+    for eps, kind in ((1e-10, "miscompiles"), (1e-8, "emulator_limits")):
+        with spyre.use_stack("2026.09"), torch.no_grad(), spyre.telemetry.record() as run:
+            x = torch.zeros(2, 64, dtype=torch.float16).to("spyre")
+            write(x, eps)
+        snap = run.snapshot.to_json()
+        name = "eps-underflow" if kind == "miscompiles" else "fp16-holder"
+        assert snap[kind][name]["count"] == 1, (eps, snap)
+        other = "emulator_limits" if kind == "miscompiles" else "miscompiles"
+        assert snap[other] == {}
+    with spyre.use_stack("2026.09"), torch.no_grad(), spyre.telemetry.record() as run:
+        held = torch.ones(2, 64, dtype=torch.float16).to("spyre")
+        write(held, 1e-8)  # nothing below the epsilon: the write loses nothing
+    snap = run.snapshot.to_json()
+    assert snap["miscompiles"] == {}
+    assert snap["emulator_limits"] == {}
+
+
 def test_a_number_dl16_holds_but_fp16_does_not_is_kept(spyre: ModuleType) -> None:
     # CHMv2 shifts its depth logits by 1e-8 before normalising them: 1e-8 is a DL16 number
     # (the smallest is 2**-30), so the device keeps it; the emulator's fp16 host tensors flush
