@@ -15,13 +15,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from spyre_adapters.enablement.op_samples import Sample, sample_of, variants
 from spyre_adapters.enablement.op_validation import Verdict, validate
-from spyre_adapters.library.op_bridge import available, op_name
+from spyre_adapters.library import op_bridge
+from spyre_adapters.library.op_bridge import op_name
 
 if TYPE_CHECKING:
     from spyre_adapters.registry import Registry
     from spyre_sim.catalogue import Release
 
-__all__ = ["Capture", "choose_candidate", "installed_bridges", "refuses"]
+__all__ = ["Capture", "available", "choose_candidate", "installed_bridges", "refuses"]
 
 
 class Capture(TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -100,6 +101,16 @@ def refuses(
             except Exception:  # the device cannot hold the inputs, or the kernel refuses
                 continue
     return False
+
+
+def available(op: OpOverload) -> list[str]:
+    """The candidates the loop tries for ``op``, in order: the first op-bridge form's
+    (:func:`~spyre_adapters.library.op_bridge.available`, ``host`` last of them), then the third
+    form's ``host-float32`` (:mod:`spyre_adapters.library.op_bridge_v3`) for an op that writes
+    no input (its writes would land in the float32 copies)."""
+    found = op_bridge.available(op)
+    writes = any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
+    return found if writes else [*found, "host-float32"]
 
 
 def choose_candidate(

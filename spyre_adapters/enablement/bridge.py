@@ -7,12 +7,13 @@ stops it inside the model scope:
 
 1. captures the op's real arguments (a dispatch mode below the model records the call that
    raised);
-2. tries the op's candidate forms in order (:func:`~spyre_adapters.library.op_bridge.available`:
-   PyTorch's decomposition table, the core ATen decompositions, ``torch._refs``, a hand-written
-   rewrite into native ops, and last the host), validating each on the device at R against the
-   CPU on the captured arguments and on variants of other shapes and dtypes
+2. tries the op's candidate forms in order
+   (:func:`~spyre_adapters.enablement._bridge_candidates.available`: PyTorch's decomposition table, the core ATen decompositions, ``torch._refs``, a hand-written
+   rewrite into native ops, then the host, and last the host in float32 on contiguous copies),
+   validating each on the device at R against the CPU on the captured arguments and on
+   variants of other values, layouts, shapes and dtypes
    (:mod:`spyre_adapters.enablement.op_validation`), and keeps the first that holds;
-3. runs again with every op kept so far bridged (an :class:`~spyre_adapters.library.op_bridge_v2.
+3. runs again with every op kept so far bridged (an :class:`~spyre_adapters.library.op_bridge_v3.
    OpBridge`), until the family runs; then compares it with the CPU (the triage criteria).
 
 What no candidate can bridge is listed with the reason (:class:`Unbridged`): a layout rule (the
@@ -55,7 +56,7 @@ from spyre_adapters.enablement.op_samples import Sample, sample_of
 from spyre_adapters.enablement.op_validation import validate
 from spyre_adapters.enablement.results import DeviceRun, RunError
 from spyre_adapters.library.op_bridge import observe, op_name, resolve_op
-from spyre_adapters.library.op_bridge_v2 import OpBridge
+from spyre_adapters.library.op_bridge_v3 import OpBridge
 
 if TYPE_CHECKING:
     from spyre_adapters.enablement.families import BuiltFamily

@@ -165,6 +165,19 @@ def _specials(value: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return out
 
 
+def _reversed_layout(value: torch.Tensor) -> torch.Tensor:
+    """The same values with the dims stored in reverse order (the outermost dim innermost in
+    memory), for a tensor with at least two dims of size above one; the tensor itself
+    otherwise. A device view hands a host kernel such strides (Mask2Former's deformable
+    attention at batch size one: ``flatten(2).transpose(1, 2).reshape(...)``), and PyTorch's
+    fp16 CPU ``grid_sampler_2d`` returns NaN for some of them where a contiguous copy returns
+    none."""
+    if sum(size > 1 for size in value.shape) < 2:
+        return value
+    order = list(range(value.dim()))[::-1]
+    return value.permute(order).contiguous().permute(order)
+
+
 def _tensors(sample: Sample) -> list[torch.Tensor]:
     leaves, _ = tree_flatten((list(sample.args), dict(sample.kwargs)))
     return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
@@ -207,6 +220,8 @@ def variants(
         _remap(sample, "fresh values", fresh),
         _remap(sample, "special values", lambda t: _specials(fresh(t), generator)),
     ]
+    if any(_reversed_layout(t) is not t for t in tensors):
+        out.append(_remap(sample, "memory order reversed", lambda t: _reversed_layout(fresh(t))))
     for label, grow in (("sizes doubled", lambda s: 2 * s), ("sizes + 1", lambda s: s + 1)):
         sizes = _sizes(tensors, grow)
         out.append(_remap(sample, label, lambda t, sizes=sizes: fresh(t, sizes)))  # type: ignore[misc]

@@ -118,3 +118,29 @@ def test_in_place_ops_are_not_taken(spyre: ModuleType) -> None:
     x = torch.zeros(64, dtype=torch.float16).to("spyre")
     with pytest.raises(NotImplementedError, match="writes an input in place"):
         host_float32(A.fill_.Scalar, (x, 1.0), {})
+
+
+def test_the_generator_now_finds_this_candidate_itself() -> None:
+    """The bridge loop's validation tries each call with its dims stored in reverse order too
+    (the strides a device view hands a host kernel), against the CPU kernel on contiguous
+    copies: ``host`` fails there (the NaN), ``host-float32`` holds, and it is the candidate
+    the loop keeps -- where 2.0.0's loop had kept ``host``. The half kernel is 0.04 from the
+    float32 one on these values; ``host-float32`` is judged against the latter too."""
+    import spyre_sim
+    from spyre_adapters.enablement._bridge_candidates import choose_candidate
+    from spyre_adapters.enablement.op_samples import Sample
+
+    value, grid = _inputs()
+    view = value.half().flatten(2).transpose(1, 2).reshape(4, 16, 32, 32).contiguous()
+    sample = Sample("captured", (view, grid.half(), 0, 0, False), {}, captured=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        verdicts = choose_candidate(
+            A.grid_sampler_2d.default, [sample], spyre_sim.resolve_stack("2026.09")
+        )
+    by_name = {v.candidate: v for v in verdicts}
+    assert [v.candidate for v in verdicts][-2:] == ["host", "host-float32"]
+    host = {c.label: c.outcome for c in by_name["host"].checks}
+    assert host["captured"] == "holds"
+    assert host["memory order reversed"] == "mismatch"
+    assert by_name["host-float32"].holds, by_name["host-float32"].reason

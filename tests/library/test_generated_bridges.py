@@ -65,7 +65,8 @@ def test_generated_bridges_are_counted_apart_and_hand_written_ones_stay_few() ->
     # PP-DocLayoutV2) the 30th, rotate-half-matmul (rotate_half as x @ P where rope-rotation
     # declines: Gemma 4's attention, DiffusionGemma) the 31st, bridge-grid-sampler-2d 2.1.0 (the
     # host's grid sampler in float32: PyTorch's fp16 CPU kernel returns NaN for Mask2Former's
-    # strided views, and the generator has no host-float32 candidate to try yet) the 32nd:
+    # strided views; written before the generator learnt the host-float32 candidate and the
+    # reversed-layout variant, with which it now finds the same) the 32nd:
     # README, "Sweep"
     assert len(hand_written) <= 32
     for manifest in GENERATED:

@@ -47,6 +47,17 @@ def test_available_lists_what_each_table_holds_and_the_host_last() -> None:
     assert available(A.isfinite.default)[0] == "core-decomposition"
 
 
+def test_the_generator_tries_host_float32_last_where_the_op_writes_no_input() -> None:
+    """``spyre-adapters bridge`` tries the first form's candidates, then the third form's
+    ``host-float32``; an op that writes an input stays with ``host`` (its writes would land in
+    the float32 copies)."""
+    from spyre_adapters.enablement import _bridge_candidates as loop
+
+    assert loop.available(A.isinf.default) == [*available(A.isinf.default), "host-float32"]
+    assert loop.available(A.sort.default) == ["host", "host-float32"]
+    assert loop.available(A.index_put_.default)[-1] == "host"
+
+
 def test_resolve_and_name_round_trip() -> None:
     op = resolve_op("aten.upsample_nearest2d.vec")
     assert op is A.upsample_nearest2d.vec

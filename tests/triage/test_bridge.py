@@ -121,6 +121,15 @@ def test_generated_versions_validate_as_manifests(hand_written: Registry) -> Non
         assert manifest.generated
         assert manifest.bridges[0].candidate == version.candidate
         assert f'OpBridge({{"aten.isinf.default": "{version.candidate}"}})' in module_text(version)
+        # the first form's candidates keep the released text: planning again gives the same
+        assert "from spyre_adapters.library.op_bridge_v2 import OpBridge" in module_text(version)
+    import dataclasses
+
+    wider = dataclasses.replace(versions[-1], candidate="host-float32")
+    assert "from spyre_adapters.library.op_bridge_v3 import OpBridge" in module_text(wider)
+    namespace: dict[str, object] = {}
+    exec(compile(module_text(wider), "generated", "exec"), namespace)  # the module runs
+    assert namespace["adapter"].table == {"aten.isinf.default": "host-float32"}  # type: ignore[attr-defined]
     assert versions[-1].stacks == f">={plans[-1].releases[0]}"
     assert versions[-1].families == ("t5",)
 
