@@ -109,8 +109,7 @@ def available(op: OpOverload) -> list[str]:
     form's ``host-float32`` (:mod:`spyre_adapters.library.op_bridge_v3`) for an op that writes
     no input (its writes would land in the float32 copies)."""
     found = op_bridge.available(op)
-    writes = any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
-    return found if writes else [*found, "host-float32"]
+    return found if op_bridge._written(op) else [*found, "host-float32"]
 
 
 def choose_candidate(
