@@ -196,9 +196,7 @@ def _execute(
     hkwargs: dict[str, Any],
 ) -> Any:
     if device_state.wide_seen and _wide_values.carried(args, kwargs):
-        if verdict.decision is Decision.FALLBACK or (
-            info.mutated and (verdict.miscompiles or verdict.marks)
-        ):
+        if verdict.decision is Decision.FALLBACK:
             _wide_values.lost(info, args, kwargs)  # the held values go to the host
         else:
             done = _wide_values.call(func, info, args, kwargs or {})
@@ -258,7 +256,8 @@ def _wide_checked(
     result: Any,
 ) -> Any:
     """The verdict's miscompile reproductions and marks applied to a result of wide mode: a
-    reproduction that changes it gives held values (the wide ones dropped, the loss counted)."""
+    reproduction that changes it gives held values (the wide ones dropped, the loss counted;
+    an in-place op's target holds the reproduction's values)."""
     results = result if isinstance(result, (list, tuple)) else (result,)
     held = [r._host if type(r) is SpyreTensor else r for r in results]
     out = type(result)(held) if isinstance(result, (list, tuple)) else held[0]
@@ -270,7 +269,14 @@ def _wide_checked(
             if limit is not None:
                 _wide_values.note(limit)
                 break
-        return _op_results.finish(info, args, checked)
+        if not info.mutated:
+            return _op_results.finish(info, args, checked)
+        changed = checked if isinstance(checked, (list, tuple)) else (checked,)
+        for target, values in zip(results, changed, strict=True):
+            if type(target) is SpyreTensor:
+                target._host.copy_(values)
+                _wide_values.drop(target)
+        return result
     for attribute, value in marks:
         setattr(result, attribute, value)
     return result

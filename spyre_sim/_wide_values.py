@@ -26,8 +26,10 @@ before at every such result:
   ``.tolist()``, a transfer inside the model): what the device's conversion gives for a number
   fp16 cannot hold is not documented. A harness's ``out.float().cpu()`` reads the float32
   values, which hold it;
-- a host fallback (the device hands the host fp16), an op with a miscompile or a random draw,
-  an ``out=`` op, and an op whose wide form the host refuses: they run on the held values;
+- a host fallback (the device hands the host fp16), a random draw, an ``out=`` op, and an op
+  whose wide form the host refuses: they run on the held values;
+- an op whose miscompile reproduction changes its result (in place too): the reproduction's
+  held values replace the wide ones;
 - an op written in place into a tensor that carries no wide value, whose result fp16 cannot
   hold (its other views could not see a wide value attached now).
 
@@ -66,6 +68,7 @@ __all__ = [
     "call",
     "carried",
     "copy_wide",
+    "drop",
     "limit_of",
     "lost",
     "note",
@@ -165,10 +168,16 @@ def lost(info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any] | None) -> No
     written = [args[i] for i in info.mutated if i < len(args)]
     written += [(kwargs or {}).get(name) for _, name in info.out_args]
     for t in written:
-        if type(t) is SpyreTensor and t._wide is not None:
-            t._wide.store.valid = False
+        drop(t)
     if limit is not None:
         note(limit)
+
+
+def drop(t: Any) -> None:
+    """Drop the wide values of device tensor ``t`` and its views (they are no longer its
+    values: the held ones are)."""
+    if type(t) is SpyreTensor and t._wide is not None:
+        t._wide.store.valid = False
 
 
 def read(t: Any, dtype: torch.dtype | None = None) -> torch.Tensor | None:

@@ -158,6 +158,45 @@ def test_an_in_place_view_drops_the_wide_values_and_counts_the_loss(spyre: Modul
     assert _limits(run)["fp16-range"]["count"] == 1  # type: ignore[index]
 
 
+def test_an_in_place_op_with_a_miscompile_rule_that_does_not_fire_keeps_them(
+    spyre: ModuleType,
+) -> None:
+    """``add_`` has the ``eps-underflow`` reproduction at 2026.09 (and ``fp32-reduce-rows``'
+    tag at 2025.12); adding 100 to 89984 is not their pattern, so the target keeps its DL16
+    value. Before, any in-place op with a reproduction ran on the held 65472."""
+    for stack in (STACK, "2025.12"):
+        squares = _squares(spyre)
+        with spyre.use_stack(stack), torch.no_grad(), spyre.telemetry.record() as run:
+            squares.add_(100.0)  # 90084, rounded to DL16 (steps of 128 here): 90112
+            quarter = squares / 4
+        assert quarter.float().cpu().unique().tolist() == [22528.0], stack  # read at 2026.09
+        assert _limits(run) == {}, stack
+
+
+def test_an_in_place_reproduction_that_changes_the_result_replaces_them(
+    spyre: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An in-place op whose reproduction changes what wide mode wrote: the target holds the
+    reproduction's values, its wide values are dropped, and the limit is counted (no rule of
+    the catalogue does this today: a stand-in rule on ``mul_`` for a miscompiled gap)."""
+    from spyre_sim import _miscompile_registry as registry
+
+    def halves(args: object, kwargs: object, out: torch.Tensor) -> torch.Tensor:
+        return out / 2
+
+    stand_in = registry.Miscompile("eps-underflow", "aten.mul_", halves)
+    monkeypatch.setitem(registry._BY_PACKET, "aten.mul_", [stand_in])
+    squares = _squares(spyre)
+    with spyre.use_stack(STACK), torch.no_grad(), spyre.telemetry.record() as run:
+        row = squares[0]
+        squares.mul_(1.0)
+        quarter = (squares / 4).float().cpu()
+        from_view = row.float().cpu()
+    assert quarter.unique().tolist() == [DL16_HOST_MAX / 8]
+    assert from_view.unique().tolist() == [DL16_HOST_MAX / 2]
+    assert _limits(run)["fp16-range"]["count"] == 1  # type: ignore[index]
+
+
 def test_an_op_with_a_miscompile_rule_that_does_not_fire_keeps_them(spyre: ModuleType) -> None:
     """``add`` has the ``eps-underflow`` reproduction at 2026.09; ``x + x`` is not its pattern,
     so the sum of two 40000s (80000, beyond fp16) keeps its DL16 value."""
