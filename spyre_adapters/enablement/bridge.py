@@ -8,8 +8,9 @@ stops it inside the model scope:
 1. captures the op's real arguments (a dispatch mode below the model records the call that
    raised);
 2. tries the op's candidate forms in order
-   (:func:`~spyre_adapters.enablement._bridge_candidates.available`: PyTorch's decomposition table, the core ATen decompositions, ``torch._refs``, a hand-written
-   rewrite into native ops, then the host, and last the host in float32 on contiguous copies),
+   (:func:`~spyre_adapters.enablement._bridge_candidates.available`: PyTorch's decomposition
+   table, the core ATen decompositions, ``torch._refs``, a hand-written rewrite into native
+   ops, then the host, and last the host in float32 on contiguous copies),
    validating each on the device at R against the CPU on the captured arguments and on
    variants of other values, layouts, shapes and dtypes
    (:mod:`spyre_adapters.enablement.op_validation`), and keeps the first that holds;

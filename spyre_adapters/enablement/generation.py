@@ -12,10 +12,11 @@ A version is a :class:`GeneratedBridge`: its manifest (:func:`manifest_text`: ``
 true``, the gap, the candidate and the evidence, the ``stacks`` range from the first release
 the candidate was validated at) and its implementation module (:func:`module_text`: one
 :class:`~spyre_adapters.library.op_bridge_v2.OpBridge`, the form computed where the device
-refuses the op, or the third form's for ``host-float32``: :func:`_form`). :func:`write_builtin` writes versions into
-the built-in tree (``manifests/bridge-*/`` and ``spyre_adapters/library/bridge_*.py``), never
-over a version recorded as released; :func:`package_files` lays them out as an installable
-third-party package (the layout of ``spyre-adapters new``, :mod:`spyre_adapters.enablement.skeletons`).
+refuses the op, or the third form's for ``host-float32``: :func:`_form`).
+:func:`write_builtin` writes versions into the built-in tree (``manifests/bridge-*/`` and
+``spyre_adapters/library/bridge_*.py``), never over a version recorded as released;
+:func:`package_files` lays them out as an installable third-party package (the layout of
+``spyre-adapters new``, :mod:`spyre_adapters.enablement.skeletons`).
 """
 
 from __future__ import annotations

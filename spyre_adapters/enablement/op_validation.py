@@ -10,8 +10,8 @@ each result with the CPU kernel of the op on the same values:
 - **variants** of the first one (:func:`~spyre_adapters.enablement.op_samples.variants`): the
   same shapes with fresh random values, with special values (zeros, signed zeros, the extremes
   of the range, infinities, NaN, ties), with the dims stored in reverse order in memory (the
-  strides a device view hands a host kernel), every size above one doubled, every such size plus one,
-  for a call with a scalar argument that sets a size (``bins``, ``minlength``, ``k``, a kernel
+  strides a device view hands a host kernel), every size above one doubled, every such size
+  plus one, for a call with a scalar argument that sets a size (``bins``, ``minlength``, ``k``, a kernel
   size) every integer of the call moved up by 60
   (:func:`~spyre_adapters.enablement.op_samples.shifted_sizes`: a tester's 4 experts become a
   real model's 64), another dtype (bfloat16 for
@@ -28,8 +28,8 @@ results within ``atol = rtol =`` :data:`TOLERANCE` (the per-op bar of the real s
 in fp16) after the reference is stored as the device stores it (DL16) -- the kernel at the
 inputs' half precision, or the same kernel in float32 on the same values (what the stock model
 computes on the CPU; PyTorch's fp16 ``grid_sampler_2d`` is 0.04 from it on unit values), so a
-candidate that computes more precisely than the half kernel is not rejected for it --, NaN matching NaN or
--inf (a NaN entering the device reads back as -inf: gap ``nan-entry``, at every release, so a
+candidate that computes more precisely than the half kernel is not rejected for it --, NaN
+matching NaN or -inf (a NaN entering the device reads back as -inf: gap ``nan-entry``, at every release, so a
 result moved back from the host meets it). A result that is only its backward's workspace
 (:data:`WORKSPACE_RESULTS`) is not compared: inference never reads it.
 
