@@ -5,7 +5,7 @@ Transformers' tester-sized Llama (hidden 32, four heads of 8, one KV head), BERT
 their configs (random weights, no downloads): at a release that refuses offset slices of the
 stick dim (2026.05) every head split of theirs is a placement matmul; at 2026.09 it is a stack of
 slices and no selection runs (families that cut halves of a stick dim narrower than two sticks,
-such as CLAP's, still select there: see the README). It prepares each
+such as CLAP's, still select there: see docs/MEASUREMENTS.md). It prepares each
 twice on the emulated device -- once with the first generation of the stick-layout adapters
 (``head-padding`` 2.7.0, ``stick-align-padding`` 2.3.0, ``fused-projection-split`` 2.1.0), once
 with the newest versions, whose selections carry non-finite elements -- and times one forward of
