@@ -21,7 +21,9 @@ run: the denominator), ``faithful`` (``--spyre``: numerics and layout checks on)
 writes every number and every non-passing test with its class. Beside the wall time, each
 run's test time (junit's, over the tests every run ran) is printed with its ratio to the CPU's,
 without pytest's start-up and collection, which weigh the same in every mode and so pull a
-small selection's wall ratio towards 1; the test names that add the most device time follow.
+small selection's wall ratio towards 1, then the same over the tests that pass on the CPU
+alone (tests the CPU skips as accelerator-only run on the device only); the test names that
+add the most device time follow.
 ``--breakdown`` splits each run's test time into model calls, ``prepare`` and the rest
 (``spyre_time_split.py``)::
 
@@ -280,6 +282,7 @@ def _test_times(runs: list[ModeRun], cpu: ModeRun, summary: dict[str, Any]) -> l
         lines.append(f"{mode:<11}{total:>9.1f}{ratio:>8.2f}")
         summary.setdefault("test_time", {})[mode] = {"seconds": round(total, 1),
                                                      "ratio": round(ratio, 3)}  # fmt: skip
+    lines.extend(_like_for_like(runs, cpu, common, summary))
     device = [run.mode for run in runs if run.mode != "cpu"]
     if device:
         worst = sorted(by_name, key=lambda n: -(by_name[n][device[0]] - by_name[n]["cpu"]))
@@ -292,6 +295,27 @@ def _test_times(runs: list[ModeRun], cpu: ModeRun, summary: dict[str, Any]) -> l
             name: {m: round(v, 2) for m, v in sorted(by_name[name].items())}
             for name in sorted(by_name)
         }
+    return lines
+
+
+def _like_for_like(
+    runs: list[ModeRun], cpu: ModeRun, common: set[str], summary: dict[str, Any]
+) -> list[str]:
+    """Test time over the tests that pass on the CPU (the ones the pass figures count), where
+    every run does the same work. A test the CPU skips (one that asks for an accelerator, such
+    as ``test_can_load_with_global_device_set``, which runs itself again in a child pytest)
+    takes time on the device only, and weighs on the ratio over every test alone."""
+    same = {n for n in common if cpu.outcomes.get(n) == "passed"}
+    if not same or same == common:
+        return []
+    totals = {run.mode: sum(run.times[n] for n in same) for run in runs}
+    lines = [f"{'mode':<11}{'tests s':>9}{'x cpu':>8}  (the {len(same)} of them that pass on "
+             "the CPU)"]  # fmt: skip
+    for mode, total in totals.items():
+        ratio = total / max(totals["cpu"], 1e-9)
+        lines.append(f"{mode:<11}{total:>9.1f}{ratio:>8.2f}")
+        summary.setdefault("test_time_cpu_passing", {})[mode] = {"seconds": round(total, 1),
+                                                                 "ratio": round(ratio, 3)}  # fmt: skip
     return lines
 
 

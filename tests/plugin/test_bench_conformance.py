@@ -73,3 +73,29 @@ def test_no_test_time_table_when_the_runs_share_no_test() -> None:
     summary: dict[str, object] = {}
     assert bench._test_times([cpu, device], cpu, summary) == []
     assert summary == {}
+
+
+def test_a_second_test_time_table_counts_only_the_tests_that_pass_on_the_cpu() -> None:
+    a, b, c = "t.py::A::test_model", "t.py::A::test_on_accelerators", "t.py::A::test_broken"
+    outcomes = {a: "passed", b: "skipped", c: "failed"}
+    cpu = bench.ModeRun("cpu", 10.0, outcomes, times={a: 2.0, b: 0.0, c: 1.0})
+    device = bench.ModeRun("faithful", 30.0, {}, times={a: 5.0, b: 40.0, c: 1.0})
+    summary: dict[str, object] = {}
+    lines = bench._test_times([cpu, device], cpu, summary)
+    assert summary["test_time"] == {
+        "cpu": {"seconds": 3.0, "ratio": 1.0},
+        "faithful": {"seconds": 46.0, "ratio": round(46 / 3, 3)},
+    }
+    assert summary["test_time_cpu_passing"] == {
+        "cpu": {"seconds": 2.0, "ratio": 1.0},
+        "faithful": {"seconds": 5.0, "ratio": 2.5},
+    }
+    assert any("the 1 of them that pass on the CPU" in line for line in lines)
+
+
+def test_no_second_table_when_every_common_test_passes_on_the_cpu() -> None:
+    cpu = bench.ModeRun("cpu", 1.0, {"a": "passed"}, times={"a": 1.0})
+    device = bench.ModeRun("faithful", 2.0, {}, times={"a": 2.0})
+    summary: dict[str, object] = {}
+    bench._test_times([cpu, device], cpu, summary)
+    assert "test_time_cpu_passing" not in summary
