@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from spyre_adapters.enablement._differential_cases import Case
 from spyre_adapters.enablement.families import BuiltFamily
@@ -127,6 +128,75 @@ class _Fp16Storage(TorchFunctionMode):
         return tree_map(store, out)
 
 
+class _Dl16Results(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Every floating result is rounded once to DL16, with DL16's own range (no subnormals,
+    saturation at about 8.6e9), as the device stores each result it computes: run on the CPU,
+    the stock model then meets the device's number format and nothing else of it (no lowering,
+    layout rule or adapter). Views are left alone; an op writing an input is rounded in
+    place."""
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        import torch
+        from torch.utils._pytree import tree_map
+
+        from spyre_sim.numerics import round_wide_in_range
+
+        out = func(*args, **(kwargs or {}))
+        if func.is_view:
+            return out
+        written = func._schema.is_mutable
+
+        def stored(value: Any) -> Any:
+            if not isinstance(value, torch.Tensor) or value.dtype is not torch.float32:
+                return value
+            rounded = round_wide_in_range(value)
+            return value.copy_(rounded) if written else rounded
+
+        return tree_map(stored, out)
+
+
+def _dl16_check(built: BuiltFamily) -> Comparison | None:
+    """The stock model on the CPU in fp32 with every result rounded to DL16
+    (:class:`_Dl16Results`) against its own fp32 reference; ``None`` when that run raised."""
+    import copy
+
+    import torch
+
+    from spyre_adapters.agreement import compare
+
+    model = copy.deepcopy(built.model)
+    try:
+        with torch.no_grad(), _Dl16Results():  # type: ignore[no-untyped-call]
+            output = built.run(model, "cpu")
+    except Exception:
+        return None
+    return compare(
+        built.reference, output, logits=built.kind == "causal-lm", positions=built.positions()
+    )
+
+
+def _number_format_explained(built: BuiltFamily, comparison: Comparison) -> str:
+    """Why a device mismatch of any size is the device's number format (see :func:`run_case`),
+    or ``""``: the stock model with every result rounded to DL16 on the CPU fails the same
+    comparison, and the device is at most twice as far from the CPU (``1 - cosine``) as that
+    control is. An adapter or emulator fault on top of DL16's own error lands farther off."""
+    control = _dl16_check(built)
+    if control is None or control.matches:
+        return ""
+    if 1.0 - comparison.cosine > 2.0 * (1.0 - control.cosine):
+        return ""
+    return (
+        "the stock model with every result rounded to DL16 fails on the CPU too "
+        f"({_facts(control)})"
+    )
+
+
 def _cpu_check(
     built: BuiltFamily, release: str, registry: Registry, *, fp16_storage: bool = False
 ) -> tuple[Comparison | None, str]:
@@ -194,7 +264,12 @@ def run_case(
     one of two controls explains it: the adapted model run on the CPU in fp16 with no fp32
     anywhere fails the same comparison (the device stores fp32 as fp16: a model that computes
     its attention scores in fp32, as GPT-Neo does, loses that on any fp16-only machine); or
-    the device run with DL16 rounding off (plain fp16 storage) matches.
+    the device run with DL16 rounding off (plain fp16 storage) matches. A mismatch of any
+    size is ``precision`` when the stock model on the CPU with every result rounded to DL16
+    fails the same comparison and the device is at most twice as far from the CPU as that
+    (:func:`_number_format_explained`): DL16 holds half of fp16's fraction bits, and a model
+    whose unscaled attention scores reach tens (T5-style, heads of 128) is that far off on
+    any DL16 machine.
     """
     from spyre_adapters.enablement.device_runs import run_on_device
     from spyre_adapters.preparation import default_registry
@@ -263,11 +338,14 @@ def _judged(
         facts += f"; miscompiles: {', '.join(miscompiles)}"
     else:
         outcome = Outcome.SILENT_MISMATCH
+        explained = ""
         if comparison.cosine >= PRECISION_COSINE:
             explained = _precision_explained(built, release, registry)
-            if explained:
-                outcome = Outcome.PRECISION
-                facts += f"; {explained}"
+        if not explained:
+            explained = _number_format_explained(built, comparison)
+        if explained:
+            outcome = Outcome.PRECISION
+            facts += f"; {explained}"
     return CaseRun(
         case,
         release,

@@ -337,3 +337,72 @@ def test_a_miscompile_counts_against_an_adapter_only_where_it_changed_the_model(
     assert DeviceRun(ran=True, miscompiled_in={"g": ["m"]}, touched={"a 1.0.0": [""]}).covers(
         "a 1.0.0", "g"
     )
+
+
+def test_dl16_results_control_rounds_every_result_the_stock_model_computes() -> None:
+    import torch
+
+    from spyre_adapters.enablement._differential_runs import _Dl16Results
+
+    x = torch.ones(3)
+    with _Dl16Results():
+        y = x + 2.0**-11  # below half a DL16 step at 1 (2**-9): rounds back to 1
+        z = x * 3e-10  # below DL16's smallest normal (2**-30): no subnormals
+        x.add_(2.0**-10)  # half a step exactly: ties away from zero, in place
+    assert torch.equal(y, torch.ones(3))
+    assert torch.equal(z, torch.zeros(3))
+    assert torch.equal(x, torch.full((3,), 1.0 + 2.0**-9))
+
+
+def test_a_model_dl16_itself_cannot_hold_is_precision_not_silent(spyre: Any) -> None:
+    """Found by the campaign of seed 20261207: UMT5 (unscaled attention scores, heads of 128)
+    left 0.969 from the CPU at every release from 2026.05 with nothing recorded, too far for
+    the controls that wait within cosine 0.999. The stock model on the CPU with every result
+    rounded to DL16 is 0.966 from its fp32 self (fp16 gets 0.993, bfloat16 0.864): the
+    device's number format, not an adapter or the emulator."""
+    case = Case.from_json(
+        {
+            "family": "umt5",
+            "sizes": {
+                "name": "drawn", "hidden": 512, "heads": 4, "head_dim": 128, "kv_heads": 1,
+                "intermediate": 256, "layers": 2, "vocab": 250, "experts": 4,
+                "experts_per_token": 2, "image_size": 48, "patch_size": 16,
+                "audio_positions": 32, "seq_len": 64, "batch": 1,
+            },
+            "features": {"partial_rotary": 0.25, "tie_embeddings": True, "sliding_window": 4},
+            "attention": "eager",
+            "padding": "left",
+            "seed": 17978,
+            "decode": True,
+        }
+    )  # fmt: skip
+    run = run_case(case, build_case(case), "2026.09")
+    assert run.outcome is Outcome.PRECISION, run.detail
+    assert run.cosine is not None
+    assert run.cosine < 0.99
+    assert "every result rounded to DL16 fails on the CPU too" in run.detail
+
+
+def test_a_family_whose_forward_draws_random_numbers_is_not_a_run() -> None:
+    """Found by the campaign of seed 20261207: ViLT's embeddings sample image patches, so two
+    CPU forwards of the stock model were 0.77 apart, and every release reported the adapters
+    as changing the math (``cpu-mismatch``). Such a case has no reference to judge."""
+    case = Case.from_json(
+        {
+            "family": "vilt",
+            "sizes": {
+                "name": "drawn", "hidden": 768, "heads": 6, "head_dim": 128, "kv_heads": 1,
+                "intermediate": 256, "layers": 2, "vocab": 1000, "experts": 4,
+                "experts_per_token": 2, "image_size": 64, "patch_size": 16,
+                "audio_positions": 32, "seq_len": 31, "batch": 2,
+            },
+            "features": {"partial_rotary": None, "tie_embeddings": True, "sliding_window": 4},
+            "attention": "eager",
+            "padding": "left",
+            "seed": 14710,
+            "decode": False,
+        }
+    )  # fmt: skip
+    with pytest.raises(FamilyBuildError, match="draws random numbers") as info:
+        build_case(case)
+    assert info.value.stage == "reference"
