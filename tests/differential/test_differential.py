@@ -360,21 +360,11 @@ def test_a_model_dl16_itself_cannot_hold_is_precision_not_silent(spyre: Any) -> 
     the controls that wait within cosine 0.999. The stock model on the CPU with every result
     rounded to DL16 is 0.966 from its fp32 self (fp16 gets 0.993, bfloat16 0.864): the
     device's number format, not an adapter or the emulator."""
-    case = Case.from_json(
-        {
-            "family": "umt5",
-            "sizes": {
-                "name": "drawn", "hidden": 512, "heads": 4, "head_dim": 128, "kv_heads": 1,
-                "intermediate": 256, "layers": 2, "vocab": 250, "experts": 4,
-                "experts_per_token": 2, "image_size": 48, "patch_size": 16,
-                "audio_positions": 32, "seq_len": 64, "batch": 1,
-            },
-            "features": {"partial_rotary": 0.25, "tie_embeddings": True, "sliding_window": 4},
-            "attention": "eager",
-            "padding": "left",
-            "seed": 17978,
-            "decode": True,
-        }
+    case = _case(
+        "umt5", hidden=512, heads=4, head_dim=128, kv_heads=1, intermediate=256, layers=2,
+        vocab=250, image_size=48, patch_size=16, seq_len=64, batch=1,
+        features=Features(0.25, True, 4), attention="eager", padding="left", seed=17978,
+        decode=True,
     )  # fmt: skip
     run = run_case(case, build_case(case), "2026.09")
     assert run.outcome is Outcome.PRECISION, run.detail
@@ -387,21 +377,11 @@ def test_a_family_whose_forward_draws_random_numbers_is_not_a_run() -> None:
     """Found by the campaign of seed 20261207: ViLT's embeddings sample image patches, so two
     CPU forwards of the stock model were 0.77 apart, and every release reported the adapters
     as changing the math (``cpu-mismatch``). Such a case has no reference to judge."""
-    case = Case.from_json(
-        {
-            "family": "vilt",
-            "sizes": {
-                "name": "drawn", "hidden": 768, "heads": 6, "head_dim": 128, "kv_heads": 1,
-                "intermediate": 256, "layers": 2, "vocab": 1000, "experts": 4,
-                "experts_per_token": 2, "image_size": 64, "patch_size": 16,
-                "audio_positions": 32, "seq_len": 31, "batch": 2,
-            },
-            "features": {"partial_rotary": None, "tie_embeddings": True, "sliding_window": 4},
-            "attention": "eager",
-            "padding": "left",
-            "seed": 14710,
-            "decode": False,
-        }
+    case = _case(
+        "vilt", hidden=768, heads=6, head_dim=128, kv_heads=1, intermediate=256, layers=2,
+        vocab=1000, image_size=64, patch_size=16, seq_len=31, batch=2,
+        features=Features(None, True, 4), attention="eager", padding="left", seed=14710,
+        decode=False,
     )  # fmt: skip
     with pytest.raises(FamilyBuildError, match="draws random numbers") as info:
         build_case(case)
