@@ -34,6 +34,18 @@ def _upcast(t: Any) -> bool:
     return bool(getattr(_host(t), UPCAST_ATTR, False))
 
 
+def downcast(t: torch.Tensor) -> torch.Tensor:
+    """What a 16-bit cast of ``t``, a device tensor whose host holds upcast values, gives: the
+    same values no longer marked. The device stores fp32 as a 16-bit type, so a model's
+    ``x.float()`` reads as float16 and its ``.to(torch.float16)`` back is a no-op in PyTorch
+    that the emulator never sees; on the device the cast ends the fp32 values, and a
+    reduction of the result is a 16-bit one. An unmarked ``t`` is returned as it is."""
+    if not _upcast(t):
+        return t
+    alias: torch.Tensor = torch.ops.aten.alias.default(t)  # a new host view: unmarked
+    return alias
+
+
 def _tag(out: Any) -> None:
     for t in out if isinstance(out, (tuple, list)) else (out,):
         if isinstance(t, torch.Tensor) and t.is_floating_point():

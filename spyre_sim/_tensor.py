@@ -81,6 +81,20 @@ class SpyreTensor(torch.Tensor):
             text = text[:-1] + ", device='spyre:0')"
         return text
 
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        out = super().to(*args, **kwargs)
+        if out is self and _asks_16_bit(args, kwargs):
+            return _miscompiles_fp32.downcast(self)
+        return out
+
+    def half(self, *args: Any, **kwargs: Any) -> Any:
+        out = super().half(*args, **kwargs)
+        return _miscompiles_fp32.downcast(self) if out is self else out
+
+    def bfloat16(self, *args: Any, **kwargs: Any) -> Any:
+        out = super().bfloat16(*args, **kwargs)
+        return _miscompiles_fp32.downcast(self) if out is self else out
+
     def tolist(self) -> Any:
         telemetry.count_transfer(False, nbytes(self._host))
         _wide_values.read(self)
@@ -174,3 +188,14 @@ def inference_only_error(call: str) -> InferenceOnlyError:
 # The modules of the op path use this one by name; imported last so that any of them can be
 # imported first (each refers to the others through their module objects).
 from spyre_sim import _storage, _dispatch, _wide_values  # noqa: E402, I001
+from spyre_sim import _miscompiles_fp32  # noqa: E402
+
+
+def _asks_16_bit(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether a ``Tensor.to`` call names a 16-bit float dtype (directly, or as the dtype of a
+    tensor it is handed)."""
+    for value in (*args, kwargs.get("dtype"), kwargs.get("other")):
+        dtype = value.dtype if isinstance(value, torch.Tensor) else value
+        if dtype in (torch.float16, torch.bfloat16):
+            return True
+    return False

@@ -158,6 +158,29 @@ def test_fp32_mean_over_more_than_32_rows_in_2026_07(spyre: ModuleType) -> None:
     assert spyre.telemetry.snapshot().to_json()["miscompiles"]["fp32-reduce-rows"]["count"] == 1
 
 
+def test_a_cast_back_to_16_bit_ends_the_fp32_values(spyre: ModuleType) -> None:
+    """The device stores fp32 as a 16-bit type, so ``x.float()`` reads as float16 and a model's
+    ``.to(torch.float16)`` back is a no-op in PyTorch. On the device that cast ends the fp32
+    values: a reduction after it is a 16-bit one, not ``fp32-reduce-rows`` (Inkling keeps a
+    block in fp32 and casts back; its norms then met the miscompile in the emulator only)."""
+    host = spyre.round_to_dl16(torch.rand(64, 128, dtype=torch.float16) + 0.5)
+    x = host.to("spyre")
+    ref = host.float().pow(2).mean(-1, keepdim=True)
+    with spyre.use_stack("2026.07"):
+        upcast = x.float()
+        back = [upcast.to(torch.float16), upcast.half(), upcast.to(dtype=torch.float16),
+                upcast.to(x)]  # fmt: skip
+        for y in back:
+            assert y.dtype is torch.float16
+            got = y.pow(2).mean(-1, keepdim=True).cpu().float()
+            torch.testing.assert_close(got, ref, atol=1e-2, rtol=1e-2)
+        assert "fp32-reduce-rows" not in spyre.telemetry.snapshot().to_json()["miscompiles"]
+        kept = upcast.to(torch.float32)  # still fp32 on the device: the miscompile stays
+        assert (kept.pow(2).mean(-1, keepdim=True).cpu()[32:] == 0).all()
+        assert x.to(torch.float16) is x  # nothing upcast: the no-op PyTorch gives
+    assert spyre.telemetry.snapshot().to_json()["miscompiles"]["fp32-reduce-rows"]["count"] == 1
+
+
 def test_sdpa_with_a_partial_last_key_stick(spyre: ModuleType) -> None:
     f = torch.nn.functional.scaled_dot_product_attention
     q = spyre.round_to_dl16(torch.randn(1, 2, 4, 64, dtype=torch.float16))
