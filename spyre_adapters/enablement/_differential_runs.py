@@ -168,17 +168,13 @@ def _dl16_check(built: BuiltFamily) -> Comparison | None:
 
     import torch
 
-    from spyre_adapters.agreement import compare
-
     model = copy.deepcopy(built.model)
     try:
         with torch.no_grad(), _Dl16Results():  # type: ignore[no-untyped-call]
             output = built.run(model, "cpu")
     except Exception:
         return None
-    return compare(
-        built.reference, output, logits=built.kind == "causal-lm", positions=built.positions()
-    )
+    return built.compared(output)
 
 
 def _number_format_explained(built: BuiltFamily, comparison: Comparison) -> str:
@@ -208,7 +204,6 @@ def _cpu_check(
 
     import torch
 
-    from spyre_adapters.agreement import compare
     from spyre_adapters.preparation import prepare, restore
 
     model = copy.deepcopy(built.model)
@@ -222,9 +217,7 @@ def _cpu_check(
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     finally:
         restore(model)
-    return compare(
-        built.reference, output, logits=built.kind == "causal-lm", positions=built.positions()
-    ), ""
+    return built.compared(output), ""
 
 
 def _facts(comparison: Comparison) -> str:

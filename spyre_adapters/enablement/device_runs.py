@@ -24,7 +24,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from spyre_adapters.agreement import Comparison, compare
 from spyre_adapters.enablement.families import BuiltFamily
 from spyre_adapters.enablement.results import DeviceRun, GapHit, RunError
 
@@ -217,7 +216,7 @@ def _device_run(
         touched={f"{r.name} {r.version}": list(r.modules) for r in applied(model)},
     )
     if output is not None:
-        run.comparison = _compared(built, output)
+        run.comparison = built.compared(output)
         run.rounding_ties = {
             op: entry.in_modules for op, entry in snapshot.rounding_ties.items() if entry.in_modules
         }
@@ -251,14 +250,7 @@ def _replay(
     if not replay.aligned:
         return
     run.replayed_rows = replay.replaced
-    run.replayed = _compared(built, again)
-
-
-def _compared(built: BuiltFamily, output: torch.Tensor) -> Comparison:
-    """A device output of ``built`` against its CPU reference, at its unpadded positions."""
-    return compare(
-        built.reference, output, logits=built.kind == "causal-lm", positions=built.positions()
-    )
+    run.replayed = built.compared(again)
 
 
 def _idle_bridges(

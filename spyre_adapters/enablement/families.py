@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from spyre_adapters.agreement import padding_positions
+from spyre_adapters.agreement import compare, padding_positions
 from spyre_adapters.enablement.family_configs import family_config, is_config, is_int
 from spyre_adapters.enablement.size_presets import (
     NO_FEATURES,
@@ -42,6 +42,7 @@ from spyre_adapters.enablement.size_presets import (
 from spyre_adapters.main_output import LOGITS_FIRST, main_output_name, output_named
 
 if TYPE_CHECKING:
+    from spyre_adapters.agreement import Comparison
     from spyre_sim.selections import Choice
 
 __all__ = [
@@ -99,6 +100,14 @@ class BuiltFamily:
         """The positions of the compared output that are not padding (``None``: all of them):
         :func:`spyre_adapters.agreement.padding_positions` of this family's inputs."""
         return padding_positions(self.inputs, self.reference, self.output_name)
+
+    def compared(self, output: torch.Tensor) -> Comparison:
+        """``output`` (a run of this family) against the CPU reference, at the positions that
+        hold a token: by greedy top-1 and cosine for causal LMs, by cosine otherwise
+        (:func:`spyre_adapters.agreement.compare`)."""
+        return compare(
+            self.reference, output, logits=self.kind == "causal-lm", positions=self.positions()
+        )
 
     def irreproducible(self) -> str | None:
         """Why the CPU reference is not what another CPU forward of the stock model gives
