@@ -30,14 +30,16 @@ def _case(family: str = "llama", **changes: Any) -> Case:
     return dataclasses.replace(case, sizes=dataclasses.replace(case.sizes, **sizes), **rest)
 
 
-def _without(name: str, version: str | None = None) -> Registry:
+def _without(*taken: tuple[str, str | None]) -> Registry:
+    """The built-in registry without the adapter versions ``taken`` (``(name, None)``: every
+    version of ``name``)."""
+
+    def kept(name: str, version: str) -> bool:
+        return not any(name == n and v in (None, version) for n, v in taken)
+
     full = default_registry()
     registry = Registry(full.catalogue)
-    registry.add_all(
-        m
-        for m in full.manifests()
-        if not (m.name == name and (version is None or str(m.version) == version))
-    )
+    registry.add_all(m for m in full.manifests() if kept(m.name, str(m.version)))
     return registry
 
 
@@ -56,22 +58,30 @@ FLAGGED, MATCH = Outcome.FLAGGED, Outcome.MATCH
 
 
 @pytest.mark.parametrize(
-    ("gap", "family", "changes", "release", "adapter", "version", "without"),
+    ("gap", "family", "changes", "release", "taken", "without"),
     [
         # gelu_new's pow(x, 3) returns |x| ** 4 (#4009); with weights scaled to their fan-in
         # the 0.044715 * x ** 3 term is small, so the wrong logits stay within the triage
         # metric (cosine 0.9997): a match, with the miscompile recorded in the run
-        ("pow-cube", "gpt2", {}, "2026.05", "pow-free-activation", "1.1.0", MATCH),
-        # the stock RMSNorm's fp32 variance over 40 rows (#3804)
-        ("fp32-reduce-rows", "llama", {"seq_len": 40}, "2026.07", "rms-norm", "1.1.0", FLAGGED),
+        ("pow-cube", "gpt2", {}, "2026.05", (("pow-free-activation", "1.1.0"),), MATCH),
+        # the stock RMSNorm's fp32 variance over 40 rows (#3804): rms-norm 1.1.0 keeps it at
+        # the input dtype, fp32-row-sums computes any fp32 reduction of more than 32 rows as a
+        # product; each avoids it alone (the test after this one), both taken away expose it
+        (
+            "fp32-reduce-rows",
+            "llama",
+            {"seq_len": 40},
+            "2026.07",
+            (("rms-norm", "1.1.0"), ("fp32-row-sums", None)),
+            FLAGGED,
+        ),
         # GPT-2's packed c_attn split (#4594)
         (
             "offset-view-input",
             "gpt2",
             {},
             "2026.08",
-            "fused-projection-split",
-            None,
+            (("fused-projection-split", None),),
             FLAGGED,
         ),
         # a decode step's [b, 1, h, d] query viewed [b, h, 1, d] (#3926); batch 2 keeps the
@@ -83,17 +93,30 @@ FLAGGED, MATCH = Outcome.FLAGGED, Outcome.MATCH
             "llama",
             {"decode": True, "batch": 2},
             "2026.07",
-            "contiguous-attention",
-            None,
+            (("contiguous-attention", None),),
             FLAGGED,
         ),
         # 100 keys: one stick and 36 keys of a partial stick (#3113, open at every release);
         # without the padding the 36 last positions attend to keys that score zero
-        ("sdpa-seq-align", "llama", {"seq_len": 100}, "2026.09", "sdpa-key-padding", None, FLAGGED),
+        (
+            "sdpa-seq-align",
+            "llama",
+            {"seq_len": 100},
+            "2026.09",
+            (("sdpa-key-padding", None),),
+            FLAGGED,
+        ),
         # 65 keys, as the space draws them: without the padding only the last position attends
         # to the one key of the partial stick, within the triage metric: a match, the miscompile
         # recorded
-        ("sdpa-seq-align", "llama", {"seq_len": 65}, "2026.09", "sdpa-key-padding", None, MATCH),
+        (
+            "sdpa-seq-align",
+            "llama",
+            {"seq_len": 65},
+            "2026.09",
+            (("sdpa-key-padding", None),),
+            MATCH,
+        ),
     ],
 )
 def test_an_adapter_avoids_the_miscompile_and_without_it_it_is_recorded(
@@ -102,21 +125,32 @@ def test_an_adapter_avoids_the_miscompile_and_without_it_it_is_recorded(
     family: str,
     changes: dict[str, Any],
     release: str,
-    adapter: str,
-    version: str | None,
+    taken: tuple[tuple[str, str | None], ...],
     without: Outcome,
 ) -> None:
     _gap_timeline_says(gap, release)
     case = _case(family, **changes)
+    names = {name for name, _ in taken}
     avoided = _run(case, release)
     assert avoided.outcome is Outcome.MATCH, avoided.detail
     assert gap not in avoided.miscompiles
-    assert any(label.split(" ")[0] == adapter for label in avoided.adapters), avoided.adapters
-    exposed = _run(case, release, _without(adapter, version))
+    assert names <= {label.split(" ")[0] for label in avoided.adapters}, avoided.adapters
+    exposed = _run(case, release, _without(*taken))
     assert exposed.outcome is without, exposed.detail
     same_call = {"decode-query-layout": "sdpa-strided"}.get(gap)
     assert gap in exposed.miscompiles or same_call in exposed.miscompiles, exposed.miscompiles
-    assert not any(label.split(" ")[0] == adapter for label in exposed.adapters)
+    assert not names & {label.split(" ")[0] for label in exposed.adapters}
+
+
+def test_fp32_row_sums_alone_avoids_the_fp32_variance_of_the_stock_rms_norm(spyre: Any) -> None:
+    """Without ``rms-norm`` 1.1.0 the stock RMSNorm upcasts and reduces 40 fp32 rows at
+    2026.07; ``fp32-row-sums`` computes that reduction as a product: nothing is recorded."""
+    case = _case("llama", seq_len=40)
+    run = _run(case, "2026.07", _without(("rms-norm", "1.1.0")))
+    assert run.outcome is MATCH, run.detail
+    assert "fp32-reduce-rows" not in run.miscompiles
+    assert "fp32-row-sums 1.0.0" in run.adapters
+    assert not any(label.startswith("rms-norm") for label in run.adapters)
 
 
 @pytest.mark.parametrize(

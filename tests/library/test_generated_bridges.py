@@ -66,9 +66,11 @@ def test_generated_bridges_are_counted_apart_and_hand_written_ones_stay_few() ->
     # declines: Gemma 4's attention, DiffusionGemma) the 31st, bridge-grid-sampler-2d 2.1.0 (the
     # host's grid sampler in float32: PyTorch's fp16 CPU kernel returns NaN for Mask2Former's
     # strided views; written before the generator learnt the host-float32 candidate and the
-    # reversed-layout variant, with which it now finds the same) the 32nd:
+    # reversed-layout variant, with which it now finds the same) the 32nd, fp32-row-sums (fp32
+    # last-dim reductions of more than 32 rows as products at 2026.07, whatever norm or
+    # adapter computes them: Mamba's fp32 residual stream, every fp32 LayerNorm) the 33rd:
     # README, "Sweep"
-    assert len(hand_written) <= 32
+    assert len(hand_written) <= 33
     for manifest in GENERATED:
         assert manifest.name.startswith("bridge-")
         assert manifest.bridges
