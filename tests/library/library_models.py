@@ -495,3 +495,24 @@ def assert_stops_then_runs(
         out = model.to("spyre")(*inputs("spyre")).cpu().float()
     assert out.shape == expected.shape
     torch.testing.assert_close(out, expected, rtol=1e-2, atol=atol)
+
+
+def modes_in(model: nn.Module, where: nn.Module, release: str, *inputs: Any) -> set[type]:
+    """The types of the torch function modes running when ``where``'s forward starts, in one
+    forward of ``model`` on ``inputs`` at ``release``."""
+    from torch.overrides import _get_current_function_mode_stack
+
+    import spyre_sim
+
+    seen: set[type] = set()
+
+    def record(module: nn.Module, args: Any) -> None:
+        seen.update(type(m) for m in _get_current_function_mode_stack())
+
+    handle = where.register_forward_pre_hook(record)
+    try:
+        with spyre_sim.use_stack(release), torch.no_grad():
+            model(*inputs)
+    finally:
+        handle.remove()
+    return seen

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact
+from library_models import apply, assert_rollback_exact, modes_in
 from torch import nn
 
 import spyre_sim
@@ -177,16 +177,7 @@ def test_rollback_restores_the_model_exactly() -> None:
 def test_the_mode_runs_only_where_the_release_miscompiles(release: str, entered: bool) -> None:
     model = _Norms()
     apply(adapter, model)
-    seen: list[type] = []
-
-    def record(module: nn.Module, args: Any) -> None:
-        from torch.overrides import _get_current_function_mode_stack
-
-        seen.extend(type(m) for m in _get_current_function_mode_stack())
-
-    model.proj.register_forward_pre_hook(record)
-    with spyre_sim.use_stack(release), torch.no_grad():
-        model(torch.randn(2, 40, 64))
+    seen = modes_in(model, model.proj, release, torch.randn(2, 40, 64))
     assert (Fp32RowSumsMode in seen) is entered
 
 
