@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from library_models import apply, assert_rollback_exact, registry_where
+from library_models import apply, assert_rollback_exact, modes_in, registry_where
 from packaging.version import Version
 from torch import nn
 
@@ -148,19 +148,10 @@ def test_only_picks_that_start_inside_a_row_are_rewritten() -> None:
     assert _shares(picked, ints)
 
 
-def _modes_during_forward(stack: str) -> list[type]:
-    seen: list[type] = []
-
-    class Probe(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            seen.extend(type(m) for m in torch.overrides._get_current_function_mode_stack())  # type: ignore[no-untyped-call]
-            return x
-
-    model = nn.Sequential(nn.Linear(64, 64), Probe())
+def _modes_during_forward(stack: str) -> set[type]:
+    model = nn.Sequential(nn.Linear(64, 64), nn.Identity())
     apply(adapter, model)
-    with spyre_sim.use_stack(stack):
-        model(torch.randn(1, 64))
-    return seen
+    return modes_in(model, model[1], stack, torch.randn(1, 64))
 
 
 def test_mode_is_entered_only_where_the_release_misreads_offset_views() -> None:
