@@ -40,6 +40,7 @@ another floating type, and ops whose wide form the host refuses (noted once per 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -137,7 +138,25 @@ EXACT_LIMIT = 1 << 18
 #: float32 ``new_empty`` may hold anything, beyond fp16's range included).
 UNINITIALISED = frozenset({"aten.new_empty", "aten.new_empty_strided", "aten.empty_like"})
 
-_REFUSED: set[str] = set()  # ops whose wide form the host refused: computed as before
+#: op name -> the signatures (:func:`_signature`) of calls whose wide form the host refused:
+#: those are computed as before. Keyed by the call, not the op: a call whose arguments the
+#: host kernel itself rejects (an ``add`` of mismatched sizes, which raises on the host as
+#: well) says nothing about the op's other calls.
+_REFUSED: dict[str, set[tuple[Any, ...]]] = {}
+
+
+def _signature(hargs: Sequence[Any], hkwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """The dtypes and shapes of a call's tensors (in lists too) and the types of its other
+    arguments, keyword names included."""
+
+    def one(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return (value.dtype, tuple(value.shape))
+        if isinstance(value, (list, tuple)):
+            return tuple(one(v) for v in value)
+        return type(value)
+
+    return (*(one(a) for a in hargs), *((k, one(v)) for k, v in hkwargs.items()))
 
 
 def width(info: OpInfo, func: Any) -> torch.dtype | None:
@@ -192,7 +211,10 @@ def call(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
     the host's kernel (no fp16 operand, an operand of another floating type, or a wide form
     the host refuses)."""
     wide = info.wide
-    if wide is None or info.name in _REFUSED:
+    if wide is None:
+        return NotImplemented
+    refused = _REFUSED.get(info.name)
+    if refused is not None and _signature(hargs, hkwargs) in refused:
         return NotImplemented
     if info.mutated and not _is_half(hargs[info.mutated[0]]):
         return NotImplemented
@@ -217,7 +239,7 @@ def call(info: OpInfo, hargs: list[Any], hkwargs: dict[str, Any]) -> Any:
     try:
         out = _per_sample(info, wargs, wkwargs, batch) if batch else info.call(*wargs, **wkwargs)
     except (RuntimeError, NotImplementedError, TypeError):
-        _REFUSED.add(info.name)
+        _REFUSED.setdefault(info.name, set()).add(_signature(hargs, hkwargs))
         return NotImplemented
     if info.mutated:
         result, beyond = _written(info, hargs, out)

@@ -302,3 +302,20 @@ def test_a_nan_beside_a_held_limit_does_not_hide_it() -> None:
     operand = torch.tensor([float("nan"), -65472.0, 1.0], dtype=torch.float16)
     assert _held_beyond([operand])
     assert not _held_beyond([torch.tensor([float("nan"), 1.0], dtype=torch.float16)])
+
+
+def test_a_call_the_host_kernel_rejects_does_not_stop_the_ops_other_calls(
+    spyre: ModuleType,
+) -> None:
+    """An ``add`` of mismatched sizes raises on the host as on the CPU; the op's other calls
+    still run in wide mode and keep a sum beyond fp16's range (once, every later ``add`` of the
+    process ran on the held values after such a call)."""
+    with spyre.use_stack("2026.09"), torch.no_grad():
+        a = torch.ones(2, 3, dtype=torch.float16).to("spyre")
+        b = torch.ones(2, 5, dtype=torch.float16).to("spyre")
+        for _ in range(2):  # a second identical call is refused again, from the record
+            with pytest.raises(RuntimeError, match="must match the size"):
+                a + b
+        x = torch.full((2, 64), 40000.0, dtype=torch.float16).to("spyre")
+        quarter = ((x + x) / 4).cpu()
+    assert quarter.unique().tolist() == [20000.0]
