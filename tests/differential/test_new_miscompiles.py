@@ -172,3 +172,20 @@ def test_a_miscompile_no_adapter_bridges_is_recorded(
         label for label in run.adapters if gap in default_registry().get(*label.split(" ", 1)).gaps
     ]
     assert not bridging, bridging
+
+
+def test_contiguous_attention_1_2_avoids_the_decode_query_1_1_leaves_as_it_is(spyre: Any) -> None:
+    """GPT-2's decode query is the ``[b, 1, h, d]`` projection viewed ``[b, h, 1, d]``: torch
+    calls it contiguous, so 1.1's ``.contiguous()`` passes it on with its heads-inner strides
+    and the device records ``decode-query-layout`` (flagged: 1.1 does not claim that gap). 1.2
+    gives it row-major strides: a match with nothing recorded."""
+    _gap_timeline_says("decode-query-layout", "2026.07")
+    case = _case("gpt2", decode=True, batch=2)
+    avoided = _run(case, "2026.07")
+    assert avoided.outcome is MATCH, avoided.detail
+    assert not avoided.miscompiles, avoided.miscompiles
+    assert "contiguous-attention 1.2.0" in avoided.adapters, avoided.adapters
+    exposed = _run(case, "2026.07", _without(("contiguous-attention", "1.2.0")))
+    assert exposed.outcome is FLAGGED, exposed.detail
+    assert "decode-query-layout" in exposed.miscompiles, exposed.miscompiles
+    assert "contiguous-attention 1.1.0" in exposed.adapters, exposed.adapters

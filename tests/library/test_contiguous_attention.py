@@ -1,5 +1,6 @@
-"""contiguous-attention: 1.0 (kernels fed contiguous q/k/v) and 1.1 (SDPA itself fed
-contiguous q/k/v, wherever the model builds them)."""
+"""contiguous-attention: 1.0 (kernels fed contiguous q/k/v), 1.1 (SDPA itself fed
+contiguous q/k/v, wherever the model builds them) and 1.2 (SDPA fed q/k/v with row-major
+strides, size-1 dims included: the decode query)."""
 
 from __future__ import annotations
 
@@ -18,17 +19,24 @@ from library_models import (
     assert_same_greedy,
     causal_lm,
     families,
+    greedy,
     prompt_logits,
     registry_where,
 )
 from torch.overrides import TorchFunctionMode
 
 from spyre_adapters.contract import Adapter
-from spyre_adapters.library import contiguous_attention, contiguous_attention_v1_1_0
+from spyre_adapters.library import (
+    contiguous_attention,
+    contiguous_attention_v1_1_0,
+    contiguous_attention_v1_2_0,
+)
+from spyre_adapters.library.contiguous_attention_v1_2_0 import row_major_strides
 
 V1_0 = contiguous_attention.adapter
 V1_1 = contiguous_attention_v1_1_0.adapter
-VERSIONS = {"1.0.0": V1_0, "1.1.0": V1_1}
+V1_2 = contiguous_attention_v1_2_0.adapter
+VERSIONS = {"1.0.0": V1_0, "1.1.0": V1_1, "1.2.0": V1_2}
 FAMILIES = families("contiguous-attention")
 # families whose config has a key/value head count: one KV head is multi-query attention
 GQA_FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "starcoder2", "granite"]
@@ -40,6 +48,10 @@ class SdpaSpy(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.calls: list[tuple[bool, bool, bool]] = []
+        #: per call, whether q, k and v had the strides of a fresh row-major tensor
+        self.row_major: list[tuple[bool, bool, bool]] = []
+        #: per call, the query's shape
+        self.query_shapes: list[tuple[int, ...]] = []
 
     def __torch_function__(
         self,
@@ -53,6 +65,10 @@ class SdpaSpy(TorchFunctionMode):
             named = dict(zip(("query", "key", "value"), args[:3], strict=False)) | kwargs
             q, k, v = named["query"], named["key"], named["value"]
             self.calls.append((q.is_contiguous(), k.is_contiguous(), v.is_contiguous()))
+            self.row_major.append(
+                tuple(t.stride() == row_major_strides(t.shape) for t in (q, k, v))  # type: ignore[arg-type]
+            )
+            self.query_shapes.append(tuple(q.shape))
         return func(*args, **kwargs)
 
 
@@ -79,15 +95,16 @@ def test_same_greedy_tokens_as_stock(version: str, model_type: str) -> None:
     assert_same_greedy(stock, adapted, atol=0.0)
 
 
+@pytest.mark.parametrize("version", ["1.1.0", "1.2.0"])
 @pytest.mark.parametrize("kv_heads", [1, 2])
 @pytest.mark.parametrize("model_type", GQA_FAMILIES)
-def test_1_1_same_greedy_tokens_as_stock_with_grouped_kv_heads(
-    model_type: str, kv_heads: int
+def test_same_greedy_tokens_as_stock_with_grouped_kv_heads(
+    model_type: str, kv_heads: int, version: str
 ) -> None:
     def build(family: str) -> torch.nn.Module:
         return causal_lm(family, num_key_value_heads=kv_heads)
 
-    stock, adapted = adapted_pair(V1_1, build, model_type)
+    stock, adapted = adapted_pair(VERSIONS[version], build, model_type)
     assert_same_greedy(stock, adapted, atol=0.0)
 
 
@@ -153,6 +170,52 @@ def test_1_1_sdpa_receives_contiguous_qkv(kv_heads: int) -> None:
     assert all(all(call) for call in spy.calls)
 
 
+@pytest.mark.parametrize("model_type", ["gpt2", "opt"])
+def test_1_2_gives_the_decode_query_row_major_strides(model_type: str) -> None:
+    """Why 1.2 exists: a decode step's query, the ``[b, 1, h, d]`` projection viewed
+    ``[b, h, 1, d]``, is contiguous to torch (its size-1 dim's stride is not looked at), so
+    1.1 passes it to SDPA with its heads-inner strides; 1.2 gives it row-major ones."""
+
+    def decode_queries(version: str | None) -> list[tuple[bool, bool, bool, bool]]:
+        model = causal_lm(model_type)
+        if version is not None:
+            apply(VERSIONS[version], model)
+        with spying() as spy:
+            greedy(model, steps=2)
+        return [
+            (*rows, contiguous[0])
+            for rows, contiguous, shape in zip(
+                spy.row_major, spy.calls, spy.query_shapes, strict=True
+            )
+            if shape[-2] == 1
+        ]
+
+    for version in (None, "1.1.0"):
+        calls = decode_queries(version)
+        assert calls
+        assert all(contiguous and not q for q, _, _, contiguous in calls), (version, calls)
+    calls = decode_queries("1.2.0")
+    assert calls
+    assert all(q and k and v for q, k, v, _ in calls), calls
+
+
+def test_1_2_copies_only_what_is_not_row_major() -> None:
+    q = torch.randn(2, 1, 4, 64)
+    row_major = contiguous_attention_v1_2_0.row_major
+    assert row_major(q) is q
+    assert row_major(3) == 3
+    decode = q.transpose(1, 2)
+    assert decode.is_contiguous()
+    assert decode.stride() == (256, 64, 256, 1)
+    fresh = row_major(decode)
+    assert fresh.stride() == (256, 64, 64, 1)
+    assert torch.equal(fresh, decode)
+    strided = torch.randn(2, 3, 4, 64).transpose(1, 2)
+    assert torch.equal(row_major(strided), strided)
+    assert row_major(strided).stride() == row_major_strides((2, 4, 3, 64))
+    assert row_major_strides((2, 0, 3)) == (3, 3, 1)
+
+
 def test_1_1_covers_kernel_made_views_and_keyword_operands() -> None:
     """The sdpa kernel crops k/v to the query length for a causal prefill into a longer
     cache (a slice view), after any wrapper around the kernel has run; and SDPA may be called
@@ -192,6 +255,7 @@ def test_1_1_matches_direct_sdpa_callers_and_covers_every_module() -> None:
 
     direct = torch.nn.Sequential(_DirectSdpa())
     assert V1_1.matches(direct)  # its attention forward calls SDPA itself
+    assert V1_2.matches(direct)
     assert not V1_0.matches(direct)  # 1.0 knew only the registry
     llama = causal_lm("llama", num_key_value_heads=1)
     apply(V1_1, llama)
@@ -239,8 +303,8 @@ def _device_logits(model: torch.nn.Module, ids: torch.Tensor, release: str) -> t
             return model(ids.to("spyre")).logits.cpu().float()  # type: ignore[no-any-return]
 
 
-def _registry_without(version: str) -> Any:
-    return registry_where(lambda m: not (m.name == V1_1.name and str(m.version) == version))
+def _registry_without(*versions: str) -> Any:
+    return registry_where(lambda m: not (m.name == V1_1.name and str(m.version) in versions))
 
 
 def _issue_model() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
@@ -254,7 +318,7 @@ def _issue_model() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
     return model, ids, reference
 
 
-@pytest.mark.parametrize("release", ["2026.05", "2026.06"])
+@pytest.mark.parametrize("release", ["2026.05", "2026.06", "2026.07"])
 def test_one_kv_head_llama_matches_the_cpu_with_the_resolved_adapters(
     spyre: Any, release: str
 ) -> None:
@@ -263,7 +327,7 @@ def test_one_kv_head_llama_matches_the_cpu_with_the_resolved_adapters(
     model, ids, reference = _issue_model()
     prepared = spyre_adapters.prepare(model, stack=release)
     applied = {a.name: str(a.version) for a in prepared.applied}
-    assert applied["contiguous-attention"] == "1.1.0"
+    assert applied["contiguous-attention"] == "1.2.0"
     spyre.telemetry.reset()
     logits = _device_logits(model, ids, release)
     assert spyre.telemetry.snapshot().to_json()["miscompiles"] == {}
@@ -278,7 +342,9 @@ def test_one_kv_head_llama_reproduces_the_1_0_failure(spyre: Any) -> None:
     import spyre_adapters
 
     model, ids, reference = _issue_model()
-    prepared = spyre_adapters.prepare(model, stack="2026.05", registry=_registry_without("1.1.0"))
+    prepared = spyre_adapters.prepare(
+        model, stack="2026.05", registry=_registry_without("1.1.0", "1.2.0")
+    )
     assert {a.name: str(a.version) for a in prepared.applied}["contiguous-attention"] == "1.0.0"
     spyre.telemetry.reset()
     logits = _device_logits(model, ids, "2026.05")

@@ -12,12 +12,13 @@ from spyre_adapters.enablement.triage import build_variants, triage
 
 
 def _without_contiguous_attention_1_1() -> Registry:
+    """The built-in registry with contiguous-attention 1.0.0 its newest version."""
     full = default_registry()
     registry = Registry(full.catalogue)
     registry.add_all(
         m
         for m in full.manifests()
-        if not (m.name == "contiguous-attention" and str(m.version) == "1.1.0")
+        if not (m.name == "contiguous-attention" and str(m.version) in ("1.1.0", "1.2.0"))
     )
     return registry
 
