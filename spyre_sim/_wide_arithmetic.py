@@ -35,7 +35,8 @@ Left as the host computes them: views, value-preserving ops (nothing to round), 
 input in place or into ``out=`` (the result is stored where the op wrote it), ops that draw
 random numbers (a wider draw would consume the generator differently; attention counts as one
 only when its ``dropout_p`` is not zero), ops with an operand of
-another floating type, and ops whose wide form the host refuses (noted once per op).
+another floating type, and calls whose wide form the host refuses (noted once per dtypes and
+shapes of the call).
 """
 
 from __future__ import annotations
