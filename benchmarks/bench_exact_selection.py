@@ -35,20 +35,12 @@ FIRST_GENERATION = {
 
 
 def _first_generation() -> Any:
-    from spyre_adapters import Registry
     from spyre_adapters.preparation import default_registry
 
-    full = default_registry()
-    registry = Registry(full.catalogue)
-    registry.add_all(
-        (
-            m
-            for m in full.manifests()
-            if m.name not in FIRST_GENERATION or m.version <= FIRST_GENERATION[m.name]
-        ),
+    return default_registry().where(
+        lambda m: m.name not in FIRST_GENERATION or m.version <= FIRST_GENERATION[m.name],
         source="benchmark",
     )
-    return registry
 
 
 def _models() -> dict[str, tuple[Callable[[], Any], dict[str, torch.Tensor]]]:

@@ -54,11 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.old not in versions:
         parser.error(f"{args.adapter} {args.old} is not installed (installed: {versions})")
     newest = versions[-1]
-    older = Registry(installed.catalogue)
-    older.add_all(
-        m
-        for m in installed.manifests()
-        if m.name != args.adapter or m.version <= type(m.version)(args.old)
+    older = installed.where(
+        lambda m: m.name != args.adapter or m.version <= type(m.version)(args.old)
     )
 
     def timed(build: Callable[[], Any], registry: Registry) -> tuple[float, list[str]]:

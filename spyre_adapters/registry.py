@@ -23,7 +23,7 @@ import os
 import re
 import sys
 import types
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +150,14 @@ class Registry:
     def manifests(self) -> tuple[Manifest, ...]:
         """Every manifest, sorted by name then version."""
         return self._sorted
+
+    def where(self, keep: Callable[[Manifest], bool], *, source: str | None = None) -> Registry:
+        """A new registry over the same catalogue holding the manifests ``keep`` accepts, added
+        with ``source`` as :meth:`add_all` adds them (a registry without some versions, or up
+        to some version, for a comparison)."""
+        kept = Registry(self.catalogue, import_entry_points=self.import_entry_points)
+        kept.add_all((m for m in self.manifests() if keep(m)), source=source)
+        return kept
 
     def names(self) -> list[str]:
         """Adapter names, sorted."""

@@ -166,12 +166,9 @@ def stand_ins(manifest: Manifest, registry: Registry) -> tuple[str, ...]:
 
 def _without(registry: Registry, names: frozenset[str]) -> Registry:
     """A registry with every manifest of ``registry`` except the versions of ``names``."""
-    reduced = Registry(registry.catalogue)
-    reduced.add_all(
-        (m for m in registry.manifests() if m.name not in names),
-        source="verify: without " + ", ".join(sorted(names)),
+    return registry.where(
+        lambda m: m.name not in names, source="verify: without " + ", ".join(sorted(names))
     )
-    return reduced
 
 
 def _describe(run: DeviceRun) -> str:

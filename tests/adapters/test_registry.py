@@ -48,6 +48,23 @@ def test_versions_coexist_and_lookups(registry: Registry) -> None:
     assert registry.source_of(registry.get("beta")) == "test data"
 
 
+def test_where_copies_the_kept_manifests_and_leaves_the_registry_as_it_is(
+    registry: Registry,
+) -> None:
+    kept = registry.where(lambda m: not (m.name == "alpha" and m.version == Version("2.0")))
+    assert kept is not registry
+    assert kept.catalogue is registry.catalogue
+    assert kept.import_entry_points == registry.import_entry_points
+    assert [m.version for m in kept.versions("alpha")] == [Version("1.0")]
+    assert kept.get("alpha").version == Version("1.0")  # the newest kept
+    assert len(kept) == 4
+    assert len(registry) == 5  # unchanged
+    assert (
+        registry.where(lambda m: m.name == "beta", source="a test").source_of(registry.get("beta"))
+        == "a test"
+    )
+
+
 def test_unknown_adapter_lists_what_is_known(registry: Registry) -> None:
     with pytest.raises(UnknownAdapterError) as info:
         registry.get("omega")

@@ -197,12 +197,7 @@ def test_a_wrong_answer_only_on_the_device_is_a_silent_mismatch(spyre: Any) -> N
 
 
 def _without_version(name: str, *versions: str) -> Registry:
-    full = default_registry()
-    registry = Registry(full.catalogue)
-    registry.add_all(
-        m for m in full.manifests() if not (m.name == name and str(m.version) in versions)
-    )
-    return registry
+    return default_registry().where(lambda m: not (m.name == name and str(m.version) in versions))
 
 
 def test_a_miscompile_of_a_bridged_gap_is_missed(spyre: Any) -> None:

@@ -37,10 +37,7 @@ def _without(*taken: tuple[str, str | None]) -> Registry:
     def kept(name: str, version: str) -> bool:
         return not any(name == n and v in (None, version) for n, v in taken)
 
-    full = default_registry()
-    registry = Registry(full.catalogue)
-    registry.add_all(m for m in full.manifests() if kept(m.name, str(m.version)))
-    return registry
+    return default_registry().where(lambda m: kept(m.name, str(m.version)))
 
 
 def _run(case: Case, release: str, registry: Registry | None = None) -> CaseRun:

@@ -280,10 +280,7 @@ def device_runs(
 
 def registry_where(keep: Callable[[Manifest], bool]) -> Registry:
     """The built-in registry with only the adapter versions ``keep`` accepts."""
-    full = default_registry()
-    registry = Registry(full.catalogue)
-    registry.add_all((m for m in full.manifests() if keep(m)), source="test")
-    return registry
+    return default_registry().where(keep, source="test")
 
 
 def registry_without(*names: str) -> Registry:

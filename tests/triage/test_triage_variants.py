@@ -13,14 +13,9 @@ from spyre_adapters.enablement.triage import build_variants, triage
 
 def _without_contiguous_attention_1_1() -> Registry:
     """The built-in registry with contiguous-attention 1.0.0 its newest version."""
-    full = default_registry()
-    registry = Registry(full.catalogue)
-    registry.add_all(
-        m
-        for m in full.manifests()
-        if not (m.name == "contiguous-attention" and str(m.version) in ("1.1.0", "1.2.0"))
+    return default_registry().where(
+        lambda m: not (m.name == "contiguous-attention" and str(m.version) in ("1.1.0", "1.2.0"))
     )
-    return registry
 
 
 def test_variants_are_only_the_ones_that_change_the_build() -> None:
