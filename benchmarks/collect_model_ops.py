@@ -37,7 +37,6 @@ import signal
 import sys
 import time
 import traceback
-import unittest
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -64,20 +63,6 @@ def _recorder() -> Any:
     return Recorder()
 
 
-def _test_classes(module: Any) -> Iterator[type[unittest.TestCase]]:
-    for value in vars(module).values():
-        if (
-            isinstance(value, type)
-            and issubclass(value, unittest.TestCase)
-            and value.__module__ == module.__name__
-            and (
-                getattr(value, "all_model_classes", None)
-                or getattr(value, "model_tester_class", None)
-            )
-        ):
-            yield value
-
-
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
@@ -88,10 +73,12 @@ def _quiet() -> Iterator[None]:
 def _run_file(module_name: str) -> tuple[set[str], list[str]]:
     import torch
 
+    from spyre_adapters.enablement.testers import model_test_classes
+
     ops: set[str] = set()
     errors: list[str] = []
     module = importlib.import_module(module_name)
-    for test_class in _test_classes(module):
+    for test_class in model_test_classes(module):
         try:
             case: Any = test_class(methodName="setUp")
             case.setUp()
@@ -194,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     root = args.tree.resolve()
     if not (root / "tests" / "models").is_dir():
         parser.error(f"--tree {root}: no tests/models folder there")
-    sys.path.insert(0, str(root))
+    from spyre_adapters.enablement.testers import prepared_tree
+
+    # a tree without the library's sources (as Transformers' test tree is shipped apart)
+    # is imported through links beside the installed Transformers as `src/transformers`
+    sys.path.insert(0, str(prepared_tree(root)))
 
     import torch
     import transformers

@@ -13,11 +13,21 @@ says which in :class:`Saved`.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["OutputPathError", "Saved", "check_directory", "check_file", "save", "write_text"]
+__all__ = [
+    "OutputPathError",
+    "Saved",
+    "check_directory",
+    "check_file",
+    "check_new_directory",
+    "save",
+    "write_text",
+    "write_tree",
+]
 
 
 class OutputPathError(ValueError):
@@ -82,11 +92,50 @@ def check_directory(path: Path | str) -> Path:
     return target
 
 
-def _creation_mode() -> int:
-    """The mode a plain ``open(path, "w")`` would give a new file (0o666 less the umask)."""
+def check_new_directory(path: Path | str) -> Path:
+    """``path`` as a :class:`~pathlib.Path` when a new tree of files may be created there
+    (:func:`write_tree`): it does not exist, or is an empty directory, and can be created;
+    else raise :class:`OutputPathError`. A command that creates a tree never writes over
+    files."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise OutputPathError(target, "it exists and is not a directory; choose a new directory")
+    if target.is_dir() and any(target.iterdir()):
+        raise OutputPathError(target, "it exists and is not empty; choose a new directory")
+    return check_directory(target)
+
+
+def _umask() -> int:
     umask = os.umask(0o022)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
+
+
+def _creation_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give a new file (0o666 less the umask)."""
+    return 0o666 & ~_umask()
+
+
+def write_tree(target: Path, files: dict[str, str]) -> None:
+    """Create the directory ``target`` holding ``files`` (relative path -> UTF-8 text): written
+    under a temporary folder beside ``target``, then renamed into place, so a reader never sees
+    half a tree. An empty ``target`` is replaced (:func:`check_new_directory` refuses any
+    other). Raises :class:`OSError` and leaves nothing behind."""
+    parent = target.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
+    try:
+        for relative, text in files.items():
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        os.chmod(staging, 0o777 & ~_umask())
+        if target.is_dir():
+            target.rmdir()
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def write_text(path: Path | str, text: str) -> None:

@@ -28,15 +28,12 @@ could not be written after the work.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from spyre_adapters._outputs import OutputPathError, check_directory
-from spyre_adapters.cli._context import registry_for
+from spyre_adapters._outputs import OutputPathError, check_new_directory, write_tree
+from spyre_adapters.cli._context import registry_for, unknown_family
 from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import TableData, add_output_options, diagnose, emit
 
@@ -95,12 +92,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _refusal(target: Path) -> str | None:
-    if target.exists() and not target.is_dir():
-        return f"--write {target}: it exists and is not a directory; choose a new directory"
-    if target.is_dir() and any(target.iterdir()):
-        return f"--write {target}: it exists and is not empty; choose a new directory"
     try:
-        check_directory(target)
+        check_new_directory(target)
     except OutputPathError as error:
         return f"--write: {error}"
     return None
@@ -179,41 +172,15 @@ def generated_versions(
     return out
 
 
-def _write_tree(target: Path, files: dict[str, str]) -> None:
-    """Write ``files`` under a temporary folder beside ``target``, then rename it into place
-    (an empty ``target`` is replaced); on failure nothing is left."""
-    parent = target.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
-    try:
-        for relative, text in files.items():
-            path = staging / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(staging, 0o777 & ~mask)
-        if target.is_dir():
-            target.rmdir()
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
 def run(args: argparse.Namespace) -> int:
-    from transformers import CONFIG_MAPPING
-
     from spyre_adapters.enablement.bridge import bridge_family
     from spyre_adapters.enablement.families import build_family
     from spyre_adapters.enablement.size_presets import REALISTIC, TINY, FamilyBuildError
     from spyre_adapters.stacks import release_of
 
-    if args.family not in CONFIG_MAPPING:
-        diagnose(
-            f"error: unknown family {args.family!r}: not a model_type of the installed "
-            "Transformers (see transformers.CONFIG_MAPPING); e.g. llama, olmoe, t5"
-        )
+    problem = unknown_family(args.family, "llama, olmoe, t5")
+    if problem is not None:
+        diagnose(problem)
         return ExitCode.USAGE
     package = args.package or "spyre_adapter_bridges_" + args.family.replace("-", "_")
     if args.write is not None:
@@ -259,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
                 versions, package=package, family=args.family, release=release.name
             )
             try:
-                _write_tree(args.write, files)
+                write_tree(args.write, files)
             except OSError as error:
                 diagnose(f"error: could not create {args.write} ({error}); nothing was left behind")
                 code = ExitCode.WRITE_FAILED

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # imported where used: --version and --help build no registry
     from spyre_adapters.registry import Registry
     from spyre_adapters.stacks import CatalogueLike
 
-__all__ = ["add_global_options", "catalogue_for", "registry_for"]
+__all__ = ["add_global_options", "catalogue_for", "registry_for", "unknown_family"]
 
 
 class _DirectoryPlugin:
@@ -67,3 +67,17 @@ def registry_for(args: argparse.Namespace, *, runs_adapters: bool = True) -> Reg
     )
     args._registry = registry
     return registry
+
+
+def unknown_family(family: str, examples: str) -> str | None:
+    """The error for a ``family`` that is not a model type of the installed Transformers
+    (``examples``: a few that are, for the message); ``None`` when it is one. Imports
+    Transformers: call it where the command needs the model anyway."""
+    from transformers import CONFIG_MAPPING
+
+    if family in CONFIG_MAPPING:
+        return None
+    return (
+        f"error: unknown family {family!r}: not a model_type of the installed Transformers "
+        f"(see transformers.CONFIG_MAPPING); e.g. {examples}"
+    )

@@ -25,13 +25,10 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import importlib.util
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from spyre_adapters._outputs import OutputPathError, check_directory
+from spyre_adapters._outputs import OutputPathError, check_new_directory, write_tree
 from spyre_adapters.cli._context import registry_for
 from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import diagnose
@@ -88,14 +85,10 @@ def _refusal(target: Path, args: argparse.Namespace) -> str | None:
                 f"{target} is inside the manifests folder {root}: every TOML file there is read "
                 "as a manifest; create the package elsewhere (e.g. --out ../NAME) and install it"
             )
-    if target.exists() and not target.is_dir():
-        return f"{target} exists and is not a directory; choose a new directory with --out"
-    if target.is_dir() and any(target.iterdir()):
-        return f"{target} exists and is not empty; `new` never writes over files: choose a new directory with --out"
     try:
-        check_directory(target)
+        check_new_directory(target)
     except OutputPathError as error:
-        return str(error)
+        return f"{error} with --out (`new` never writes over files)"
     return None
 
 
@@ -167,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     files = package_files(spec, manifest)
     try:
-        _create(target, files)
+        write_tree(target, files)
     except OSError as error:
         diagnose(f"error: could not create {target} ({error}); nothing was left behind")
         return ExitCode.WRITE_FAILED
@@ -180,29 +173,3 @@ def run(args: argparse.Namespace) -> int:
         f"`spyre-adapters list`"
     )
     return ExitCode.OK
-
-
-def _create(target: Path, files: dict[str, str]) -> None:
-    """Write ``files`` under a temporary folder beside ``target``, then rename it into place
-    (an empty ``target`` is replaced); on failure nothing is left."""
-    parent = target.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
-    try:
-        for relative, text in files.items():
-            path = staging / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        os.chmod(staging, 0o777 & ~_umask())
-        if target.is_dir():
-            target.rmdir()  # empty (checked before)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

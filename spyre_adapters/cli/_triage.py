@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from spyre_adapters.cli._context import registry_for
+from spyre_adapters.cli._context import registry_for, unknown_family
 from spyre_adapters.cli._exitcodes import ExitCode
 from spyre_adapters.cli._output import TableData, add_output_options, diagnose, emit
 from spyre_adapters.stacks import release_of
@@ -152,17 +152,13 @@ def _tables(results: list[TriageResult]) -> list[TableData]:
 
 def run(args: argparse.Namespace) -> int:
     # torch and Transformers only here: the parser is built for every command
-    from transformers import CONFIG_MAPPING
-
     from spyre_adapters.enablement.families import build_family
     from spyre_adapters.enablement.size_presets import REALISTIC, TINY, FamilyBuildError
     from spyre_adapters.enablement.triage import build_variants, triage
 
-    if args.family not in CONFIG_MAPPING:
-        diagnose(
-            f"error: unknown family {args.family!r}: not a model_type of the installed "
-            "Transformers (see transformers.CONFIG_MAPPING); e.g. llama, gpt2, bert"
-        )
+    problem = unknown_family(args.family, "llama, gpt2, bert")
+    if problem is not None:
+        diagnose(problem)
         return ExitCode.USAGE
     registry = registry_for(args)
     releases = [release_of(r, registry.catalogue) for r in _releases(args)]

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spyre_adapters.enablement.generation import released_versions
 from spyre_adapters.errors import SpyreAdaptersError
 
 if TYPE_CHECKING:
@@ -303,18 +304,6 @@ def _not_bridgeable(op: str) -> str | None:
     if op.split(".")[1] in ("_to_copy", "to", "_copy_from", "copy_", "_copy_from_and_resize"):
         return f"{op} moves or copies a tensor: a transfer is never bridged"
     return None
-
-
-def released_versions(record: Path) -> set[tuple[str, str]]:
-    """``(name, version)`` of each version recorded in ``record`` (``manifests/released.sha256``)."""
-    if not record.is_file():
-        return set()
-    found = set()
-    for line in record.read_text("utf-8").splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, version, *_ = line.split()
-            found.add((name, version))
-    return found
 
 
 def next_version(released: Collection[tuple[str, str]], name: str) -> str:

@@ -47,6 +47,7 @@ __all__ = [
     "module_text",
     "package_files",
     "plan_versions",
+    "released_versions",
     "write_builtin",
 ]
 
@@ -324,7 +325,8 @@ class GenerationError(SpyreAdaptersError):
         super().__init__(f"cannot write {path}: {reason}")
 
 
-def _released(record: Path) -> set[tuple[str, str]]:
+def released_versions(record: Path) -> set[tuple[str, str]]:
+    """``(name, version)`` of each version recorded in ``record`` (``manifests/released.sha256``)."""
     if not record.is_file():
         return set()
     found = set()
@@ -340,7 +342,7 @@ def write_builtin(bridges: Sequence[GeneratedBridge], manifests: Path, library: 
     ``library/<module>.py``. A version recorded in ``manifests/released.sha256`` is never
     rewritten with other content (a released version is immutable): that raises
     :class:`GenerationError` before anything is written."""
-    released = _released(manifests / "released.sha256")
+    released = released_versions(manifests / "released.sha256")
     planned: list[tuple[Path, str]] = []
     for bridge in bridges:
         files = [

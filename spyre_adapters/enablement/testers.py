@@ -54,6 +54,7 @@ __all__ = [
     "TesterEntry",
     "build_from_tester",
     "find_tester_files",
+    "model_test_classes",
     "offline",
     "seed_testers",
     "test_files",
@@ -156,7 +157,9 @@ def _import(tree: Path, relative: str) -> Any:
     return importlib.import_module(module)
 
 
-def _test_classes(module: Any) -> Iterator[type[unittest.TestCase]]:
+def model_test_classes(module: Any) -> Iterator[type[unittest.TestCase]]:
+    """The test classes ``module`` defines that test models: a ``unittest.TestCase`` with
+    ``all_model_classes`` or a ``model_tester_class``."""
     for value in vars(module).values():
         if (
             isinstance(value, type)
@@ -190,7 +193,7 @@ def testers_in_file(tree: Path, relative: str) -> list[TesterEntry]:
     tester cannot be made is left out (its error is raised by :func:`build_from_tester`)."""
     module = _import(tree, relative)
     entries = []
-    for test_class in _test_classes(module):
+    for test_class in model_test_classes(module):
         try:
             config, _inputs, _classes = _make(test_class)
         except Exception:

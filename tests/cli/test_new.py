@@ -189,9 +189,10 @@ def test_a_directory_with_files_is_refused_an_empty_one_is_used(
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")
     assert new("--out", str(busy)) == ExitCode.USAGE
-    assert f"{busy} exists and is not empty; `new` never writes over files" in (
-        capsys.readouterr().err
-    )
+    assert (
+        f"cannot write {busy}: it exists and is not empty; choose a new directory with --out "
+        "(`new` never writes over files)"
+    ) in capsys.readouterr().err
     assert tree(busy) == ["notes.txt"]
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -19,7 +19,15 @@ import pytest
 
 import spyre_adapters.enablement.families
 import spyre_adapters.enablement.sweep
-from spyre_adapters._outputs import OutputPathError, check_directory, check_file, save, write_text
+from spyre_adapters._outputs import (
+    OutputPathError,
+    check_directory,
+    check_file,
+    check_new_directory,
+    save,
+    write_text,
+    write_tree,
+)
 from spyre_adapters.cli import ExitCode, main
 from spyre_adapters.enablement.results import Category, TriageResult
 from spyre_adapters.enablement.sweep import SweepReport, run_sweep
@@ -373,3 +381,39 @@ def test_check_directory_accepts_what_it_can_create(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("")
     with pytest.raises(OutputPathError, match="not a directory"):
         check_directory(tmp_path / "f" / "b")
+
+
+def test_check_new_directory_refuses_a_file_or_a_directory_with_files(tmp_path: Path) -> None:
+    assert check_new_directory(tmp_path / "new") == tmp_path / "new"
+    (tmp_path / "empty").mkdir()
+    assert check_new_directory(tmp_path / "empty") == tmp_path / "empty"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputPathError, match="exists and is not a directory"):
+        check_new_directory(tmp_path / "file")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputPathError, match="exists and is not empty"):
+        check_new_directory(tmp_path / "busy")
+
+
+def test_write_tree_creates_the_whole_tree_or_nothing(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    write_tree(tmp_path / "empty", {"a.txt": "A", "sub/b.txt": "B"})
+    assert (tmp_path / "empty" / "sub" / "b.txt").read_text() == "B"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+    real = Path.write_text
+    calls = []
+
+    def fails_second(self: Path, text: str, *args: Any, **kwargs: Any) -> int:
+        calls.append(self)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, text, *args, **kwargs)
+
+    Path.write_text = fails_second  # type: ignore[method-assign]
+    try:
+        with pytest.raises(OSError, match="No space"):
+            write_tree(tmp_path / "half", {"a.txt": "A", "b.txt": "B"})
+    finally:
+        Path.write_text = real  # type: ignore[method-assign]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]

@@ -84,6 +84,20 @@ def families(name: str, version: str | None = None) -> list[str]:
     return list(manifest(name, version)["families"])
 
 
+def every_version(name: str) -> dict[str, Any]:
+    """Every version of the adapter ``name`` in the manifests folder, oldest first, with the
+    object its manifest's entry point names."""
+    import importlib
+
+    from packaging.version import Version
+
+    found = {}
+    for path in sorted((MANIFESTS / name).glob("*.toml"), key=lambda p: Version(p.stem)):
+        module, _, attribute = manifest(name, path.stem)["entry_point"].partition(":")
+        found[path.stem] = getattr(importlib.import_module(module), attribute)
+    return found
+
+
 def config_for(model_type: str, **overrides: Any) -> Any:
     from transformers import AutoConfig
 

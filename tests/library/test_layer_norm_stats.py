@@ -1,3 +1,7 @@
+"""layernorm-two-pass: every version equivalent to the stock module and rolled back exactly;
+1.0.1's own behaviour (no fused kernel, no pow, no upcast; matched by behaviour; contiguous
+output). What each later version changes is tested in the files named after it."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,6 +15,7 @@ from library_models import (
     assert_same_greedy,
     causal_lm,
     cosine,
+    every_version,
     families,
     last_hidden,
     prompt_logits,
@@ -18,24 +23,36 @@ from library_models import (
     vision_model,
 )
 
+from spyre_adapters.contract import Adapter
 from spyre_adapters.library.layer_norm_stats import adapter
 
-FAMILIES = families("layernorm-two-pass")
 VISION = {"vit", "clip_vision_model", "dinov2"}
+EVERY_VERSION: dict[str, Adapter] = every_version("layernorm-two-pass")
+CASES = [
+    pytest.param(version, model_type, id=f"{version}-{model_type}")
+    for version in EVERY_VERSION
+    for model_type in families("layernorm-two-pass", version)
+]
 
 
-@pytest.mark.parametrize("model_type", FAMILIES)
-def test_same_results_as_stock(model_type: str) -> None:
+@pytest.mark.parametrize(("version", "model_type"), CASES)
+def test_same_results_as_stock(version: str, model_type: str) -> None:
+    chosen: Adapter = EVERY_VERSION[version]
     if model_type in VISION:
         stock, adapted = vision_model(model_type), vision_model(model_type)
-        assert adapter.matches(adapted)
-        apply(adapter, adapted)
+        assert chosen.matches(adapted)
+        apply(chosen, adapted)
         ref = last_hidden(stock, pixel_values=PIXELS)
         out = last_hidden(adapted, pixel_values=PIXELS)
         assert cosine(out, ref) >= 0.9999
         return
-    stock, adapted = adapted_pair(adapter, causal_lm, model_type)
+    stock, adapted = adapted_pair(chosen, causal_lm, model_type)
     assert_same_greedy(stock, adapted)
+
+
+@pytest.mark.parametrize("version", list(EVERY_VERSION))
+def test_rollback_restores_the_model_exactly(version: str) -> None:
+    assert_rollback_exact(EVERY_VERSION[version], causal_lm("gpt2"), prompt_logits)
 
 
 def test_forward_has_no_fused_layer_norm() -> None:
@@ -73,10 +90,6 @@ def test_constant_rows_give_the_bias_not_nan() -> None:
     out = holder(rows)
     assert out.dtype == torch.float16
     assert torch.isfinite(out).all()
-
-
-def test_rollback_restores_the_model_exactly() -> None:
-    assert_rollback_exact(adapter, causal_lm("gpt2"), prompt_logits)
 
 
 def test_does_not_match_rms_norm_models() -> None:

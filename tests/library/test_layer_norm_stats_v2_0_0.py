@@ -1,6 +1,7 @@
 """layernorm-two-pass 2.0.0: two-pass statistics in fp32 from 2026.07, where the stack holds fp32
-inside norms. Equivalent to the stock module on the CPU (closer than 1.x in fp16), never NaN,
-and on the device it runs from 2026.07 and not before."""
+inside norms. Closer to the stock module than 1.x in fp16, never NaN, and on the device it runs
+from 2026.07 and not before (its equivalence and rollback, with every version's:
+tests/library/test_layer_norm_stats.py)."""
 
 from __future__ import annotations
 
@@ -10,40 +11,15 @@ import warnings
 import pytest
 import torch
 from library_models import (
-    PIXELS,
     PROMPT,
-    adapted_pair,
     apply,
-    assert_rollback_exact,
-    assert_same_greedy,
     causal_lm,
     cosine,
-    families,
-    last_hidden,
-    prompt_logits,
     recording,
-    vision_model,
 )
 
 from spyre_adapters.library.layer_norm_stats import adapter as adapter_1_0_1
 from spyre_adapters.library.layer_norm_stats_v2_0_0 import adapter
-
-FAMILIES = families("layernorm-two-pass")
-VISION = {"vit", "clip_vision_model", "dinov2"}
-
-
-@pytest.mark.parametrize("model_type", FAMILIES)
-def test_same_results_as_stock(model_type: str) -> None:
-    if model_type in VISION:
-        stock, adapted = vision_model(model_type), vision_model(model_type)
-        assert adapter.matches(adapted)
-        apply(adapter, adapted)
-        ref = last_hidden(stock, pixel_values=PIXELS)
-        out = last_hidden(adapted, pixel_values=PIXELS)
-        assert cosine(out, ref) >= 0.9999
-        return
-    stock, adapted = adapted_pair(adapter, causal_lm, model_type)
-    assert_same_greedy(stock, adapted)
 
 
 def _fp16_norm() -> torch.nn.Module:
@@ -91,10 +67,6 @@ def test_no_fused_layer_norm_and_an_fp32_upcast_for_fp16_inputs() -> None:
         model(PROMPT, use_cache=False)
     assert "aten.native_layer_norm" not in seen.ops
     assert "aten._to_copy" in seen.ops  # the fp32 statistics: what 2.0.0 changes
-
-
-def test_rollback_restores_the_model_exactly() -> None:
-    assert_rollback_exact(adapter, causal_lm("gpt2"), prompt_logits)
 
 
 def _device_logits(model: torch.nn.Module, release: str) -> torch.Tensor:
