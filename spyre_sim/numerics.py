@@ -355,7 +355,15 @@ def round_wide_in_range(values: torch.Tensor) -> torch.Tensor:
 
 
 def round_to_dl16(values: torch.Tensor) -> torch.Tensor:
-    """A new float16 tensor holding the DL16 rounding of a float16 tensor's values."""
+    """A new float16 tensor holding the DL16 rounding of a float16 tensor's values. Any other
+    dtype raises ``TypeError`` (its bits are not fp16's: rounding them as fp16 patterns would
+    give garbage): :func:`round_wide_to_dl16` rounds float32 and float64 values once."""
+    if values.dtype != torch.float16:
+        raise TypeError(
+            f"round_to_dl16 rounds float16 tensors, not {values.dtype}: use "
+            "round_wide_to_dl16 for float32/float64 values (rounded once, as the device "
+            "stores them), or convert with .half() first"
+        )
     return round_to_dl16_(values.clone())
 
 

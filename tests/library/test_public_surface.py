@@ -1,6 +1,7 @@
 """An adapted model shows what the stock one shows: forward signature, config, state dict keys
 and shapes, parameters, input/output embeddings -- at every release, with every resolved
-adapter applied (``spyre_adapters.prepare``)."""
+adapter applied (``spyre_adapters.prepare``). And it computes with the weights it holds now:
+weights loaded after ``prepare`` are the ones its forward uses."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from library_models import base_model, causal_lm
+from library_models import PIXELS, PROMPT, base_model, causal_lm, vision_model
 
 import spyre_adapters
 from spyre_adapters.contract import ModelEdit
@@ -69,3 +70,47 @@ def test_a_bound_forward_shows_the_signature_it_replaces() -> None:
     assert inspect.signature(forward).parameters.keys() == {"self", "args", "kwargs"}  # untouched
     edit.rollback()
     assert inspect.signature(model.forward) == stock
+
+
+#: the models above, and vision encoders whose patch embedding an adapter moves to the host
+LOADED = {
+    **MODELS,
+    "vit": lambda: vision_model("vit", hidden_size=32, num_attention_heads=4,
+                                intermediate_size=37),
+    "clip-vision": lambda: vision_model("clip_vision_model", hidden_size=32,
+                                        num_attention_heads=4, intermediate_size=37),
+}  # fmt: skip
+
+
+def _main_output(name: str, model: torch.nn.Module) -> torch.Tensor:
+    prompt = PROMPT % 99  # the vocabulary of MODELS
+    with torch.no_grad():
+        if name in ("vit", "clip-vision"):
+            return model(pixel_values=PIXELS).last_hidden_state  # type: ignore[no-any-return]
+        if name == "t5":
+            return model(input_ids=prompt, decoder_input_ids=prompt).last_hidden_state  # type: ignore[no-any-return]
+        return model(input_ids=prompt).logits  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("release", [r.name for r in builtin_catalogue().releases])
+@pytest.mark.parametrize("name", sorted(LOADED))
+def test_weights_loaded_after_prepare_are_the_ones_its_forward_uses(
+    name: str, release: str
+) -> None:
+    """An adapter that keeps its own copy of a weight (on the host, or padded) must see a
+    checkpoint loaded after ``prepare``: else the adapted model computes with the weights it
+    was prepared with, a silent wrong answer."""
+    model = LOADED[name]()
+    torch.manual_seed(1)
+    other = LOADED[name]()
+    with torch.no_grad():
+        for tensor in other.state_dict().values():
+            if tensor.is_floating_point():
+                tensor.normal_(0.0, 0.2)  # weights unlike the ones prepared
+    spyre_adapters.prepare(model, release)
+    model.load_state_dict(other.state_dict())
+    applied = [str(a) for a in spyre_adapters.applied(model)]
+    torch.testing.assert_close(
+        _main_output(name, model), _main_output(name, other), rtol=1e-4, atol=1e-4,
+        msg=lambda m: f"{m}\nadapters applied: {applied}",
+    )  # fmt: skip
