@@ -15,13 +15,20 @@ floating-point output with the most values) is measured by the rule triage and t
 
 Forwards that carry a non-empty KV cache (decode steps of ``generate``) are not replayed: the
 cache lives on the device and the copy has none. The prefill step and every plain forward are.
+
+The copy follows the device model's weights: before a forward is replayed, every parameter or
+buffer of the device model that changed since the first replayed forward (a checkpoint loaded
+with ``load_state_dict`` after the move, an in-place initialisation; seen by tensor identity
+and version counter) is copied into the copy as the device holds it. Without that, a test
+that loads weights after ``.to("spyre")`` would be compared with the weights it started from.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -44,24 +51,48 @@ def agreement(model: str, device: torch.Tensor, reference: torch.Tensor, logits:
     return Agreement(model, cosine, measured.max_abs_error, measured.top1)
 
 
-def _to_host(value: Any) -> Any:
+def _to_host(value: Any, floating: torch.dtype | None = None) -> Any:
+    """``value`` (nested lists, tuples, dicts) with its device tensors on the host. ``floating``:
+    the reference's floating dtype, given to a device float16 tensor when it is float32 (the
+    device stores float32 as float16; the values are the ones the device used)."""
     if isinstance(value, torch.Tensor):
         host = value.detach().to("cpu")
-        if value.device.type != "cpu" and host.dtype is torch.int32:
+        if value.device.type == "cpu":
+            return host
+        if host.dtype is torch.int32:
             # the device stores int64 as int32; the CPU reference gets the int64 a CPU run
             # has (its loss kernels refuse int32 targets)
             return host.to(torch.int64)
+        if host.dtype is torch.float16 and floating is torch.float32:
+            return host.to(torch.float32)
         return host
     if isinstance(value, (list, tuple)):
-        return type(value)(_to_host(v) for v in value)
+        return type(value)(_to_host(v, floating) for v in value)
     if isinstance(value, dict):
-        return {k: _to_host(v) for k, v in value.items()}
+        return {k: _to_host(v, floating) for k, v in value.items()}
     return value
 
 
 def _is_cache(value: Any) -> bool:
     """A Transformers KV cache (``past_key_values`` / ``cache``, whatever the keyword)."""
     return callable(getattr(value, "get_seq_length", None))
+
+
+def _floating_dtype(model: nn.Module) -> torch.dtype | None:
+    for _, tensor in _state(model):
+        if tensor.is_floating_point():
+            return tensor.dtype
+    return None
+
+
+def _state(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    return itertools.chain(model.named_parameters(), model.named_buffers())
+
+
+def _marks(model: nn.Module) -> dict[str, tuple[int, int]]:
+    """Per parameter and buffer: its identity and version counter (an in-place write, such as
+    ``load_state_dict``'s ``copy_``, increments the counter)."""
+    return {name: (id(tensor), tensor._version) for name, tensor in _state(model)}
 
 
 def _has_cache(kwargs: dict[str, Any]) -> bool:
@@ -78,6 +109,7 @@ class CpuReference:
         self._sink = sink
         self._busy = False
         self._replay: list[bool] = []  # per nested call: replay it on the copy?
+        self._marks: dict[str, tuple[int, int]] | None = None  # the device model's, as copied
         self._handles = (
             model.register_forward_pre_hook(self._pre_hook, with_kwargs=True),
             model.register_forward_hook(self._hook, with_kwargs=True),
@@ -89,7 +121,27 @@ class CpuReference:
 
     def _pre_hook(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         # decided before the forward: the device forward fills the cache it is given
-        self._replay.append(not self._busy and not _has_cache(kwargs))
+        replay = not self._busy and not _has_cache(kwargs)
+        self._replay.append(replay)
+        if replay:
+            self._follow(module)
+
+    def _follow(self, model: nn.Module) -> None:
+        """Copy into the reference what changed on the device model since the first replayed
+        forward (see the module docstring); the first one only records the marks."""
+        marks = _marks(model)
+        previous, self._marks = self._marks, marks
+        if previous is None:
+            return
+        changed = {name for name, mark in marks.items() if previous.get(name) != mark}
+        if not changed:
+            return
+        reference = dict(_state(self.reference))
+        with torch.no_grad():
+            for name, tensor in _state(model):
+                target = reference.get(name)
+                if name in changed and target is not None and target.shape == tensor.shape:
+                    target.copy_(tensor.detach().to("cpu"))
 
     def _hook(
         self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
@@ -107,7 +159,10 @@ class CpuReference:
         self._busy = True
         try:
             with torch.no_grad():
-                ref_out = main_output(self.reference(*_to_host(args), **_to_host(host_kwargs)))
+                floating = _floating_dtype(self.reference)
+                ref_out = main_output(
+                    self.reference(*_to_host(args, floating), **_to_host(host_kwargs, floating))
+                )
         finally:
             self._busy = False
         if ref_out is None:

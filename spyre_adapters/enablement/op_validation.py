@@ -133,12 +133,14 @@ class Verdict:
 
 
 def _stored_like_device(value: torch.Tensor) -> torch.Tensor:
-    from spyre_sim.numerics import round_to_dl16
+    from spyre_sim.numerics import round_to_dl16, round_wide_to_dl16
 
     if value.dtype is torch.float16:
         return round_to_dl16(value)
     if value.dtype in (torch.float32, torch.float64):
-        return round_to_dl16(value.to(torch.float16))  # the device stores fp32 as fp16
+        # the device stores fp32 as DL16, rounded once from the wide value as its transfers
+        # do (through fp16 first, a quarter of all values would round twice)
+        return round_wide_to_dl16(value)
     return value
 
 

@@ -72,14 +72,41 @@ def test_a_bound_forward_shows_the_signature_it_replaces() -> None:
     assert inspect.signature(model.forward) == stock
 
 
-#: the models above, and vision encoders whose patch embedding an adapter moves to the host
+def _whisper() -> torch.nn.Module:
+    from transformers import WhisperConfig, WhisperModel
+
+    config = WhisperConfig(d_model=32, encoder_layers=1, decoder_layers=1,
+                           encoder_attention_heads=4, decoder_attention_heads=4,
+                           encoder_ffn_dim=37, decoder_ffn_dim=37, vocab_size=99,
+                           num_mel_bins=16, max_source_positions=30, max_target_positions=20,
+                           pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                           decoder_start_token_id=1)  # fmt: skip
+    return WhisperModel(config).eval()
+
+
+def _wav2vec2() -> torch.nn.Module:
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+    config = Wav2Vec2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                            intermediate_size=37, conv_dim=(32, 32), conv_stride=(4, 4),
+                            conv_kernel=(8, 8), num_conv_pos_embeddings=16,
+                            num_conv_pos_embedding_groups=2, vocab_size=99)  # fmt: skip
+    return Wav2Vec2Model(config).eval()
+
+
+#: the models above, vision encoders whose patch embedding an adapter moves to the host, and
+#: speech models (convolutional front ends, sinusoidal and convolutional positions)
 LOADED = {
     **MODELS,
     "vit": lambda: vision_model("vit", hidden_size=32, num_attention_heads=4,
                                 intermediate_size=37),
     "clip-vision": lambda: vision_model("clip_vision_model", hidden_size=32,
                                         num_attention_heads=4, intermediate_size=37),
+    "whisper": _whisper,
+    "wav2vec2": _wav2vec2,
 }  # fmt: skip
+FEATURES = torch.randn(2, 16, 60, generator=torch.Generator().manual_seed(5))
+WAVES = torch.randn(2, 400, generator=torch.Generator().manual_seed(6))
 
 
 def _main_output(name: str, model: torch.nn.Module) -> torch.Tensor:
@@ -87,6 +114,10 @@ def _main_output(name: str, model: torch.nn.Module) -> torch.Tensor:
     with torch.no_grad():
         if name in ("vit", "clip-vision"):
             return model(pixel_values=PIXELS).last_hidden_state  # type: ignore[no-any-return]
+        if name == "whisper":
+            return model(input_features=FEATURES, decoder_input_ids=prompt).last_hidden_state  # type: ignore[no-any-return]
+        if name == "wav2vec2":
+            return model(input_values=WAVES).last_hidden_state  # type: ignore[no-any-return]
         if name == "t5":
             return model(input_ids=prompt, decoder_input_ids=prompt).last_hidden_state  # type: ignore[no-any-return]
         return model(input_ids=prompt).logits  # type: ignore[no-any-return]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import warnings
+from typing import Any
 
 import pytest
 
@@ -75,3 +78,35 @@ def test_agreement_measures() -> None:
     assert worse.cosine < 1.0
     broken = agreement("M", torch.full_like(ref, math.nan), ref, logits=False)
     assert (broken.cosine, broken.max_abs_diff, broken.top1) == (-1.0, math.inf, None)
+
+
+@pytest.mark.parametrize("load_after_move", [False, True])
+def test_the_cpu_reference_follows_weights_loaded_after_the_move(
+    spyre: Any, load_after_move: bool
+) -> None:
+    """``--spyre-compare`` against the weights the device model holds, not those it was moved
+    with: a checkpoint loaded after ``.to("spyre")`` reaches the CPU copy too."""
+    import torch
+
+    from pytest_spyre.compare import CpuReference
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64))
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        for parameter in other.parameters():
+            parameter.normal_(0.0, 0.5)
+    measured: list[Any] = []
+    reference = CpuReference(model, measured.append)
+    with warnings.catch_warnings():  # its fp32 weights, stored as fp16 (warned once)
+        warnings.simplefilter("ignore", spyre.SpyreDowncastWarning)
+        model.to("spyre")
+    inputs = torch.randn(4, 64).to("spyre")
+    with torch.no_grad():
+        model(inputs)
+        if load_after_move:
+            model.load_state_dict(other.state_dict())
+        model(inputs)
+    reference.remove()
+    assert len(measured) == 2
+    assert min(m.cosine for m in measured) > 0.999
