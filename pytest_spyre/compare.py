@@ -89,10 +89,10 @@ def _state(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     return itertools.chain(model.named_parameters(), model.named_buffers())
 
 
-def _marks(model: nn.Module) -> dict[str, tuple[int, int]]:
+def _marks(state: dict[str, torch.Tensor]) -> dict[str, tuple[int, int]]:
     """Per parameter and buffer: its identity and version counter (an in-place write, such as
     ``load_state_dict``'s ``copy_``, increments the counter)."""
-    return {name: (id(tensor), tensor._version) for name, tensor in _state(model)}
+    return {name: (id(tensor), tensor._version) for name, tensor in state.items()}
 
 
 def _has_cache(kwargs: dict[str, Any]) -> bool:
@@ -110,6 +110,7 @@ class CpuReference:
         self._busy = False
         self._replay: list[bool] = []  # per nested call: replay it on the copy?
         self._marks: dict[str, tuple[int, int]] | None = None  # the device model's, as copied
+        self._floating = _floating_dtype(self.reference)  # what its inputs are replayed in
         self._handles = (
             model.register_forward_pre_hook(self._pre_hook, with_kwargs=True),
             model.register_forward_hook(self._hook, with_kwargs=True),
@@ -129,19 +130,20 @@ class CpuReference:
     def _follow(self, model: nn.Module) -> None:
         """Copy into the reference what changed on the device model since the first replayed
         forward (see the module docstring); the first one only records the marks."""
-        marks = _marks(model)
+        state = dict(_state(model))
+        marks = _marks(state)
         previous, self._marks = self._marks, marks
         if previous is None:
             return
-        changed = {name for name, mark in marks.items() if previous.get(name) != mark}
+        changed = [name for name, mark in marks.items() if previous.get(name) != mark]
         if not changed:
             return
         reference = dict(_state(self.reference))
         with torch.no_grad():
-            for name, tensor in _state(model):
+            for name in changed:
                 target = reference.get(name)
-                if name in changed and target is not None and target.shape == tensor.shape:
-                    target.copy_(tensor.detach().to("cpu"))
+                if target is not None and target.shape == state[name].shape:
+                    target.copy_(state[name].detach().to("cpu"))
 
     def _hook(
         self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
@@ -159,10 +161,9 @@ class CpuReference:
         self._busy = True
         try:
             with torch.no_grad():
-                floating = _floating_dtype(self.reference)
-                ref_out = main_output(
-                    self.reference(*_to_host(args, floating), **_to_host(host_kwargs, floating))
-                )
+                host_args = _to_host(args, self._floating)
+                host_kwargs = _to_host(host_kwargs, self._floating)
+                ref_out = main_output(self.reference(*host_args, **host_kwargs))
         finally:
             self._busy = False
         if ref_out is None:
