@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
+from spyre_adapters._hooked_forwards import stock_forwards
 from spyre_adapters.errors import AdapterApplyError, AlreadyPreparedError
 from spyre_adapters.lifecycle import Lifecycle, Status
 from spyre_adapters.lock import Lock, pinned_manifests, read_lock
@@ -234,34 +235,36 @@ def prepare(
         for manifest, adapter in run:
             apply_one(manifest, adapter)
 
-    run: list[tuple[Manifest, Any]] = []  # matching adapters of one class, applied together
-    for manifest in manifests:
-        stage = "load"
-        try:
-            adapter = manifest.load()
-            if run and type(adapter) is not type(run[0][1]):
-                apply_run(run)  # before another class's adapter looks at the model
-                run = []
-            stage = "matches"
-            matched = adapter.matches(model)
-        except AdapterApplyError:
-            raise
-        except Exception as exc:
-            _undo(edits)
-            # the pending run counts as applied before this adapter, as one by one it would be
-            before = [r.name for r in records] + [m.name for m, _ in run]
-            raise AdapterApplyError(
-                manifest.name, str(manifest.version), stage, exc, before
-            ) from exc
-        if not matched:
-            skipped.append(manifest.name)
-            continue
-        if callable(getattr(type(adapter), "apply_together", None)):
-            run.append((manifest, adapter))
-            continue
-        apply_one(manifest, adapter)
-    if run:
-        apply_run(run)
+    # under accelerate's hooks, adapters see (and edit) the forwards the hooks wrap
+    with stock_forwards(model):
+        run: list[tuple[Manifest, Any]] = []  # matching adapters of one class, applied together
+        for manifest in manifests:
+            stage = "load"
+            try:
+                adapter = manifest.load()
+                if run and type(adapter) is not type(run[0][1]):
+                    apply_run(run)  # before another class's adapter looks at the model
+                    run = []
+                stage = "matches"
+                matched = adapter.matches(model)
+            except AdapterApplyError:
+                raise
+            except Exception as exc:
+                _undo(edits)
+                # the pending run counts as applied before this adapter, as one by one it would be
+                before = [r.name for r in records] + [m.name for m, _ in run]
+                raise AdapterApplyError(
+                    manifest.name, str(manifest.version), stage, exc, before
+                ) from exc
+            if not matched:
+                skipped.append(manifest.name)
+                continue
+            if callable(getattr(type(adapter), "apply_together", None)):
+                run.append((manifest, adapter))
+                continue
+            apply_one(manifest, adapter)
+        if run:
+            apply_run(run)
 
     prepared = Prepared(
         release=release.name,
@@ -286,7 +289,8 @@ def restore(model: nn.Module) -> list[AppliedAdapter]:
     state = _state(model)
     if state is None:
         return []
-    _undo(state.edits)
+    with stock_forwards(model):
+        _undo(state.edits)
     del model.__dict__[STATE_ATTRIBUTE]
     return list(state.prepared.applied)
 

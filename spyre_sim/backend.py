@@ -2,8 +2,11 @@
 
 ``torch.spyre.is_available()``, ``device_count()``, ``current_device()``,
 ``memory_allocated()`` (bytes of the storages behind live ``spyre`` tensors, each storage
-counted once), ``max_memory_allocated()``, ``reset_peak_memory_stats()``, ``memory_stats()``,
-``synchronize()``, ``empty_cache()``, ``manual_seed(_all)``. There is one device, index 0:
+counted once), ``max_memory_allocated()``, ``memory_reserved()`` and ``max_memory_reserved()``
+(the same figures: there is no caching allocator), ``reset_peak_memory_stats()``,
+``reset_accumulated_memory_stats()``, ``memory_stats()``, ``synchronize()``, ``empty_cache()``,
+``manual_seed(_all)``. The same functions answer ``torch.accelerator``'s memory API while
+``spyre`` is the accelerator (:func:`spyre_sim.device.register`). There is one device, index 0:
 ``set_device`` of any other index raises :class:`~spyre_sim.errors.SpyreDeviceIndexError`.
 """
 
@@ -27,8 +30,11 @@ __all__ = [
     "manual_seed",
     "manual_seed_all",
     "max_memory_allocated",
+    "max_memory_reserved",
     "memory_allocated",
+    "memory_reserved",
     "memory_stats",
+    "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "set_device",
     "synchronize",
@@ -84,6 +90,19 @@ def max_memory_allocated(device: Any = None) -> int:
 def reset_peak_memory_stats(device: Any = None) -> None:
     global _peak
     _peak = _tensor.memory_allocated()
+
+
+def memory_reserved(device: Any = None) -> int:
+    """What is allocated: without a caching allocator nothing else is held."""
+    return memory_allocated()
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return max_memory_allocated()
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    """No accumulated counters are kept: nothing to reset."""
 
 
 def memory_stats(device: Any = None) -> dict[str, int]:

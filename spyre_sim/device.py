@@ -12,7 +12,15 @@
   ``scaled_dot_product_attention`` so that the device sees SDPA whole (to judge gaps ``sdpa``
   and ``sdpa-gqa``) instead of its decomposition;
 - installs the module-path hooks of :mod:`spyre_sim._modules` and the index-dtype checks of
-  :mod:`spyre_sim._index_dtype` (gap ``int64-storage``).
+  :mod:`spyre_sim._index_dtype` (gap ``int64-storage``);
+- routes ``torch.accelerator``'s memory functions and ``synchronize`` to :mod:`spyre_sim.backend`
+  while ``spyre`` is the current accelerator. PyTorch answers them from the backend's C++
+  ``DeviceAllocator``, which a Python backend cannot register: left alone they fail with an
+  internal assert ("Allocator for spyre is not a DeviceAllocator"), and so does every library
+  that calls them generically: accelerate 1.16 empties the cache at each offloaded weight it
+  brings in, also for a model on the CPU once ``spyre`` is registered. torch-spyre serves these
+  calls through ``torch.accelerator`` (torch-spyre #1182, #1271, #770); ``get_memory_info`` is
+  not served by the real stack either (#4542) and is left as PyTorch has it.
 
 The ``torch.library.Library`` objects are kept referenced here: a collected one silently
 unregisters its kernels.
@@ -20,6 +28,8 @@ unregisters its kernels.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -114,6 +124,35 @@ def register() -> None:
     _modules.install()
     _index_dtype.install()
     _refuse_autograd_on_device()
+    _route_accelerator_api()
+
+
+#: ``torch.accelerator`` functions PyTorch answers itself for a Python backend; the others that
+#: :mod:`spyre_sim.backend` defines (memory, ``synchronize``) are routed to it.
+_ANSWERED_BY_PYTORCH = frozenset({"device_count", "is_available"})
+
+
+def _routed(original: Callable[..., Any], ours: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        device = torch.accelerator.current_accelerator()
+        if device is not None and device.type == "spyre":
+            return ours(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    call._spyre_routed = True  # type: ignore[attr-defined]
+    return call
+
+
+def _route_accelerator_api() -> None:
+    """See the module docstring (idempotent)."""
+    namespaces = [torch.accelerator, getattr(torch.accelerator, "memory", None)]
+    for name in sorted(set(backend.__all__) - _ANSWERED_BY_PYTORCH):
+        for namespace in namespaces:
+            original = getattr(namespace, name, None)
+            if original is None or getattr(original, "_spyre_routed", False):
+                continue
+            setattr(namespace, name, _routed(original, getattr(backend, name)))
 
 
 def _refuse_autograd_on_device() -> None:

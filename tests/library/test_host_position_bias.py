@@ -1,6 +1,7 @@
 """host-position-bias, every version: the stock numbers, an exact rollback, no match without a
 relative bias table; what 1.1.0 changes: the table the attention module holds at each call
-(1.0.0 kept the table of prepare time)."""
+(1.0.0 kept the table of prepare time); what 1.2.0 changes: an offloaded table is read through
+its accelerate hook."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from library_models import (
 from spyre_adapters.contract import Adapter
 from spyre_adapters.library.host_position_bias import adapter as adapter_1_0_0
 from spyre_adapters.library.host_position_bias_v1_1_0 import adapter
+from spyre_adapters.library.host_position_bias_v1_2_0 import adapter as adapter_1_2_0
 
 VERSIONS: dict[str, Adapter] = every_version("host-position-bias")
 CASES = [(v, t) for v in VERSIONS for t in families("host-position-bias", v)]
@@ -40,7 +42,9 @@ def test_same_hidden_states_as_stock(version: str, model_type: str) -> None:
     assert torch.allclose(out, ref, atol=1e-6)
 
 
-@pytest.mark.parametrize(("version", "from_now"), [(adapter_1_0_0, False), (adapter, True)])
+@pytest.mark.parametrize(
+    ("version", "from_now"), [(adapter_1_0_0, False), (adapter, True), (adapter_1_2_0, True)]
+)
 def test_the_bias_is_built_on_the_host(version: Adapter, from_now: bool) -> None:
     """Both look the buckets up on the host, never through the module's own table forward;
     1.0.0 in the table of prepare time, 1.1.0 in the table as it is."""
@@ -58,7 +62,9 @@ def test_the_bias_is_built_on_the_host(version: Adapter, from_now: bool) -> None
     assert bool(torch.count_nonzero(attention.compute_bias(5, 5)) == 0) is from_now
 
 
-@pytest.mark.parametrize(("version", "uses_it"), [(adapter_1_0_0, False), (adapter, True)])
+@pytest.mark.parametrize(
+    ("version", "uses_it"), [(adapter_1_0_0, False), (adapter, True), (adapter_1_2_0, True)]
+)
 def test_a_table_loaded_after_apply_reaches_the_attention(version: object, uses_it: bool) -> None:
     """What 1.1.0 fixes: 1.0.0 looked buckets up in the table of prepare time."""
     stock, adapted = base_model("t5"), base_model("t5")
@@ -89,3 +95,20 @@ def test_rollback_restores_the_model_exactly(version: str) -> None:
 def test_does_not_match_models_without_relative_bias(version: str) -> None:
     assert not VERSIONS[version].matches(causal_lm("llama"))
     assert not VERSIONS[version].matches(base_model("bert"))
+
+
+@pytest.mark.parametrize(("version", "reads_it"), [(adapter, False), (adapter_1_2_0, True)])
+def test_an_offloaded_table_is_brought_in_by_its_hook(version: Adapter, reads_it: bool) -> None:
+    """What 1.2.0 fixes: under accelerate's offloading the table is on ``meta`` outside its own
+    forward, which the adapter never calls; 1.1.0 read it there and failed."""
+    accelerate = pytest.importorskip("accelerate")
+    stock, adapted = base_model("t5"), base_model("t5")
+    adapted.load_state_dict(stock.state_dict())
+    apply(version, adapted)
+    accelerate.cpu_offload(adapted, execution_device="cpu")
+    assert adapted.encoder.block[0].layer[0].SelfAttention.relative_attention_bias.weight.is_meta
+    if not reads_it:
+        with pytest.raises(NotImplementedError, match="meta tensor"):
+            last_hidden(adapted, **INPUTS)
+        return
+    assert torch.allclose(last_hidden(adapted, **INPUTS), last_hidden(stock, **INPUTS), atol=1e-6)

@@ -145,3 +145,43 @@ def test_weights_loaded_after_prepare_are_the_ones_its_forward_uses(
         _main_output(name, model), _main_output(name, other), rtol=1e-4, atol=1e-4,
         msg=lambda m: f"{m}\nadapters applied: {applied}",
     )  # fmt: skip
+
+
+def _hooks(model: torch.nn.Module) -> dict[str, tuple[Any, Any]]:
+    return {
+        path: (module.__dict__["_hf_hook"], module.__dict__["forward"])
+        for path, module in model.named_modules()
+        if "_hf_hook" in module.__dict__
+    }
+
+
+@pytest.mark.parametrize("release", [r.name for r in builtin_catalogue().releases])
+@pytest.mark.parametrize("name", sorted(LOADED))
+def test_a_model_under_accelerate_hooks_gets_the_adapters_and_keeps_its_hooks(
+    name: str, release: str
+) -> None:
+    """``from_pretrained(device_map=...)`` and accelerate's offloading wrap the forwards of the
+    modules they manage. The adapters must see through that wrapper (else an offloaded model
+    gets fewer adapters than the same model moved with ``.to``, and computes other numbers: a
+    ViT missed ``sdpa-key-padding`` and ran into its miscompile), the hooks must keep running
+    around the adapted forwards (they bring the offloaded weights in), and ``restore`` must
+    leave the hooks as they were."""
+    accelerate = pytest.importorskip("accelerate")
+    plain = LOADED[name]()
+    expected = _main_output(name, plain)
+    wanted = [str(a) for a in spyre_adapters.prepare(plain, release).applied]
+    hooked = LOADED[name]()
+    hooked.load_state_dict(plain.state_dict())
+    accelerate.cpu_offload(hooked, execution_device="cpu")  # weights move to meta until used
+    hooks = _hooks(hooked)
+    assert hooks, "accelerate attached no hook"
+    stock_modules = dict(hooked.named_modules())
+    applied = [str(a) for a in spyre_adapters.prepare(hooked, release).applied]
+    assert applied == wanted
+    modules = dict(hooked.named_modules())
+    kept = {p: h for p, (h, _) in hooks.items() if modules.get(p) is stock_modules[p]}
+    assert {p: h for p, (h, _) in _hooks(hooked).items()} == kept  # but on replaced modules
+    torch.testing.assert_close(_main_output(name, hooked), expected, rtol=1e-4, atol=1e-4)
+    spyre_adapters.restore(hooked)
+    assert _hooks(hooked) == hooks
+    torch.testing.assert_close(_main_output(name, hooked), expected, rtol=1e-4, atol=1e-4)

@@ -101,6 +101,25 @@ def test_memory_allocated_counts_each_storage_once(spyre: ModuleType) -> None:
     assert torch.spyre.memory_allocated() == before
 
 
+def test_the_generic_accelerator_memory_api_answers_for_the_device(spyre: ModuleType) -> None:
+    """``torch.accelerator``'s memory functions need a C++ DeviceAllocator a Python backend
+    cannot register; libraries call them generically (accelerate 1.16 at each offloaded
+    weight), so the device answers them as ``torch.spyre`` does instead of an internal assert."""
+    assert torch.accelerator.current_accelerator() == torch.device("spyre")
+    before = torch.accelerator.memory_allocated()
+    t = torch.empty(1024, dtype=torch.float16, device="spyre")
+    assert torch.accelerator.memory_allocated() - before == 2048
+    assert torch.accelerator.memory.memory_reserved() == torch.spyre.memory_allocated()
+    assert torch.accelerator.max_memory_allocated() >= before + 2048
+    assert torch.accelerator.memory_stats()["allocated_bytes.all.current"] == before + 2048
+    torch.accelerator.empty_cache()
+    torch.accelerator.synchronize()
+    torch.accelerator.reset_peak_memory_stats()
+    torch.accelerator.reset_accumulated_memory_stats()
+    del t
+    assert torch.accelerator.memory_allocated() == before
+
+
 def test_backward_is_refused(spyre: ModuleType) -> None:
     w = torch.nn.Parameter(torch.ones(64, 64, dtype=torch.float16).to("spyre"))
     x = torch.ones(2, 64, dtype=torch.float16, device="spyre")
