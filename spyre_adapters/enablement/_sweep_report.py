@@ -55,7 +55,8 @@ are :class:`~spyre_adapters.enablement.results.Category` values, also never rena
            "touched": {"rope-rotation 1.0.0": ["model.layers.0.self_attn"]},  # modules changed
            "rounding_ties": {"aten.topk": 24},    # rows decided within one DL16 step
            "replayed": {comparison} | null,       # again with the CPU's choice at those rows
-           "replayed_rows": 10}                   # rows the replay gave the CPU's choice
+           "replayed_rows": 10,                   # rows the replay gave the CPU's choice
+           "emulator_limits": {"fp16-range": 9}}  # results the emulator could not compute
 """
 
 from __future__ import annotations

@@ -64,6 +64,19 @@ def _mismatch(run: DeviceRun, how: str) -> str:
     return (
         f"runs {how} but does not match the CPU ({facts(run.comparison)}){miscompiled}"
         + _rounding(run)
+        + _limits(run)
+    )
+
+
+def _limits(run: DeviceRun) -> str:
+    """The emulator's own limits met on the way (empty when none was): a mismatch after them
+    is not evidence about the device."""
+    if not run.emulator_limits:
+        return ""
+    met = ", ".join(f"{kind} x{count}" for kind, count in sorted(run.emulator_limits.items()))
+    return (
+        f"; emulator limits: {met} (values the device holds that the emulator's fp16 host "
+        "tensors cannot: the emulator's limit, not the device's answer)"
     )
 
 

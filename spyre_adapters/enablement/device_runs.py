@@ -214,6 +214,9 @@ def _device_run(
             gap: sorted(entry.module_counts) for gap, entry in sorted(snapshot.miscompiles.items())
         },
         touched={f"{r.name} {r.version}": list(r.modules) for r in applied(model)},
+        emulator_limits={
+            kind: entry.count for kind, entry in sorted(snapshot.emulator_limits.items())
+        },
     )
     if output is not None:
         run.comparison = built.compared(output)

@@ -125,6 +125,10 @@ class DeviceRun:
     (``spyre_sim.selections``): matching then, rounding's choice was the whole difference."""
     replayed_rows: int = 0
     """The rows that replay gave the CPU's choice."""
+    emulator_limits: dict[str, int] = field(default_factory=dict)
+    """kind -> results the emulator could not compute as the device does (``spyre_sim.telemetry``'s
+    ``emulator_limits``: ``fp16-range``, a DL16 number beyond what its fp16 host tensors hold).
+    A mismatch with such results is the emulator's limit, not the device's answer."""
 
     def covers(self, label: str, gap: str) -> bool:
         """Whether a miscompile of ``gap`` happened where the adapter ``label`` changed the
@@ -220,6 +224,7 @@ class TriageResult:
                 rounding_ties=dict(raw.get("rounding_ties", {})),
                 replayed=Comparison(**raw["replayed"]) if raw.get("replayed") else None,
                 replayed_rows=int(raw.get("replayed_rows", 0)),
+                emulator_limits=dict(raw.get("emulator_limits", {})),
             )
 
         return cls(

@@ -57,6 +57,26 @@ def test_mismatch_when_it_runs_but_differs() -> None:
     assert "rotate-half" in detail
 
 
+def test_a_mismatch_names_the_emulator_limits_met_on_the_way() -> None:
+    """A run whose numbers went beyond what the emulator's fp16 host tensors hold is no
+    evidence about the device: the detail says so, and the result keeps the counts."""
+    adapted = DeviceRun(
+        ran=True, comparison=NO_MATCH, adapters=["a 1.0.0"], emulator_limits={"fp16-range": 9}
+    )
+    category, detail = classify(failed("x"), adapted, {"x": ["a"]})
+    assert category is Category.MISMATCH
+    assert "emulator limits: fp16-range x9" in detail
+    assert "not the device's answer" in detail
+    _, plain = classify(failed("x"), DeviceRun(ran=True, comparison=NO_MATCH), {"x": ["a"]})
+    assert "emulator" not in plain
+    result = TriageResult(
+        "f", "2026.07", "realistic", category, detail, stock=None, adapted=adapted
+    )
+    again = TriageResult.from_json(result.to_json())
+    assert again.adapted is not None
+    assert again.adapted.emulator_limits == {"fp16-range": 9}
+
+
 def test_stock_mismatch_without_adapted_run_is_a_mismatch() -> None:
     category, _ = classify(DeviceRun(ran=True, comparison=NO_MATCH), None, {})
     assert category is Category.MISMATCH
