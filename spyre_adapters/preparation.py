@@ -16,6 +16,9 @@ every module) is applied with one call and one edit, and each of them is still r
   different set) raises :class:`AlreadyPreparedError`: call :func:`restore` first. Two adapter
   sets are never stacked silently. (A model prepared with no adapter applied carries nothing to
   undo and may be prepared again for any release.)
+- **Under accelerate's hooks** (a model loaded with ``device_map``, offloaded): adapters see
+  and edit the forwards the hooks wrap, and the hooks keep running around the adapted
+  forwards (:mod:`spyre_adapters._hooked_forwards`); ``restore`` leaves the hooks as they were.
 - **Recorded** on the model (attribute ``spyre_adapters_state``): :func:`applied` lists
   :class:`AppliedAdapter` records (name, version, modules touched); :func:`restore` undoes every
   edit, newest first.
