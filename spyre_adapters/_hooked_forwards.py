@@ -45,6 +45,8 @@ class _Hooked:
     module: nn.Module
     wrapper: Any  # the hook's forward
     inner: Any  # the forward the hook wraps, as the module held it
+    class_forward: bool  # ``inner`` is the class's forward bound to the module
+    offloaded: bool  # the hook keeps the module's weights off the module between forwards
 
 
 def _is_class_forward(module: nn.Module, forward: Any) -> bool:
@@ -60,7 +62,17 @@ def _hooked(model: nn.Module) -> list[_Hooked]:
     for module in model.modules():
         attributes = module.__dict__
         if _HOOK in attributes and _INNER in attributes and "forward" in attributes:
-            found.append(_Hooked(module, attributes["forward"], attributes[_INNER]))
+            inner = attributes[_INNER]
+            offloaded = bool(getattr(attributes[_HOOK], "offload", False))
+            found.append(
+                _Hooked(
+                    module,
+                    attributes["forward"],
+                    inner,
+                    _is_class_forward(module, inner),
+                    offloaded,
+                )
+            )
     return found
 
 
@@ -75,7 +87,7 @@ def stock_forwards(model: nn.Module) -> Iterator[None]:
         return
     for entry in hooked:
         attributes = entry.module.__dict__
-        if _is_class_forward(entry.module, entry.inner):
+        if entry.class_forward:
             del attributes["forward"]
         else:
             attributes["forward"] = entry.inner
@@ -88,21 +100,22 @@ def stock_forwards(model: nn.Module) -> Iterator[None]:
             attributes = entry.module.__dict__
             current = attributes.get("forward")
             if current is None:  # the class's forward: keep the bound method the hook had
-                if not _is_class_forward(entry.module, entry.inner):
-                    current = types.MethodType(type(entry.module).forward, entry.module)
-                else:
-                    current = entry.inner
+                current = (
+                    entry.inner
+                    if entry.class_forward
+                    else types.MethodType(type(entry.module).forward, entry.module)
+                )
             attributes[_INNER] = current
             attributes["forward"] = entry.wrapper
 
 
 def _bring_in_offloaded(hooked: list[_Hooked], stack: ExitStack) -> None:
     """Hold the offloaded weights of the hooked modules on the host until ``stack`` closes."""
-    if not any(getattr(entry.module.__dict__[_HOOK], "offload", False) for entry in hooked):
+    offloaded = [entry.module for entry in hooked if entry.offloaded]
+    if not offloaded:
         return
     from accelerate.utils import align_module_device  # present: its hooks are
 
     host = torch.device("cpu")
-    for entry in hooked:
-        if getattr(entry.module.__dict__[_HOOK], "offload", False):
-            stack.enter_context(align_module_device(entry.module, host))
+    for module in offloaded:
+        stack.enter_context(align_module_device(module, host))
