@@ -23,7 +23,11 @@ that failed in the test (:mod:`pytest_spyre.precision`), and returns a
     exception is not one the device raises on purpose: a bug of ours. Also ``torch.compile``
     of device tensors (an exception of ``torch._dynamo`` or ``torch._inductor`` in the chain):
     the emulator runs the device eagerly, and dynamo cannot trace its tensor subclass, where
-    the real stack compiles through ``torch.compile``: a limit of the emulator, not a gap;
+    the real stack compiles through ``torch.compile``: a limit of the emulator, not a gap.
+    Also a test that met an emulator limit (a DL16 number its fp16 host tensors cannot hold,
+    read or handed to the host), unless the closeness check that failed it compared device
+    values the device computed before the limit and did not write since
+    (:mod:`spyre_sim.limits`): then the check decides;
 ``platform``
     code outside the project (PyTorch, a library the test uses) refuses the device type by name:
     the error was raised outside the project's packages and says the device is not supported
@@ -67,6 +71,7 @@ __all__ = [
     "ONE_CARD_PLATFORM",
     "classify",
     "innermost_package",
+    "limits_after_text",
     "nan_text",
     "ties_text",
 ]
@@ -253,7 +258,7 @@ def classify(
                 f"{EMULATOR_LIMITS[0]}: the emulated device runs eagerly and dynamo "
                 f"cannot trace its tensors ({_first_line(error)})",
             )
-    if record.emulator_limits:
+    if record.emulator_limits and not _compared_before_limits(closeness):
         # from the first such result on, the emulator's numbers are not the device's: what
         # follows (a miscompile recorded downstream, a NaN) may be its consequence
         also = ""
@@ -285,6 +290,8 @@ def classify(
             check["rounding_ties"] = dict(record.rounding_ties)
         if record.nan_made:
             check["nan_made"] = _nan_where(record)
+        if record.emulator_limits:
+            check["limits_after"] = dict(record.emulator_limits)
         return Failure("precision", _precision_line(check), measured=check)
     if record.nan_made and isinstance(exc, AssertionError) and _SPEAKS_OF_NAN.search(str(exc)):
         made = _nan_where(record)
@@ -339,6 +346,21 @@ def _limits_text(limits: Mapping[str, int]) -> str:
     return " and ".join(_LIMITS.get(kind, kind) for kind in sorted(limits))
 
 
+def _compared_before_limits(closeness: Sequence[dict[str, Any]]) -> bool:
+    """Whether the closeness check that failed the test compared device values the device
+    computed before the test's first emulator limit and did not write since
+    (:mod:`spyre_sim.limits`): the limit cannot have changed them, and the comparison decides."""
+    return bool(closeness) and closeness[-1].get("limits_reached") is False
+
+
+def limits_after_text(limits: Mapping[str, int]) -> str:
+    """The note of a precision failure in a test that also met emulator limits."""
+    return (
+        f"emulator limits met in this test ({counted(limits)}) came after the compared values "
+        "were computed and did not reach them"
+    )
+
+
 def _one_card_line(error: BaseException, here: bool) -> str:
     """The platform line of a test that asked for a second device: the device's own words (from
     a worker's traceback text when the error crossed a process boundary: ``here`` is False)."""
@@ -373,4 +395,6 @@ def _precision_line(check: dict[str, Any]) -> str:
         line = f"{line}; {ties_text(check['rounding_ties'])}"
     if check.get("nan_made"):
         line = f"{line}; {nan_text(check['nan_made'])}"
+    if check.get("limits_after"):
+        line = f"{line}; {limits_after_text(check['limits_after'])}"
     return line

@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+import spyre_sim.limits
+
 __all__ = ["ClosenessLog", "tolerance_note"]
 
 
@@ -62,7 +64,7 @@ def _measure(check: str, actual: Any, expected: Any, rtol: Any, atol: Any) -> di
     denominator = y.abs()
     relative = diff[finite & (denominator > 0)] / denominator[finite & (denominator > 0)]
     rel_diff = float(relative.max()) if relative.numel() else 0.0
-    return {
+    measured: dict[str, Any] = {
         "check": check,
         "max_abs_diff": abs_diff,
         "max_rel_diff": rel_diff,
@@ -72,6 +74,11 @@ def _measure(check: str, actual: Any, expected: Any, rtol: Any, atol: Any) -> di
         "shape": list(a.shape),
         "dtype": str(a.dtype).replace("torch.", ""),
     }
+    reached = spyre_sim.limits.reached([actual, expected])
+    if reached is not None:
+        # an emulator limit was met in this test: whether it may have reached these values
+        measured["limits_reached"] = reached
+    return measured
 
 
 def _scalar(value: Any, integers: bool = False) -> float | None:

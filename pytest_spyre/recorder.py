@@ -24,10 +24,12 @@ from typing import Any
 import pytest
 from torch import nn
 
+import spyre_sim.limits
 from pytest_spyre.classify import (
     EMULATOR_LIMITS,
     ONE_CARD_PLATFORM,
     classify,
+    limits_after_text,
     nan_text,
     ties_text,
 )
@@ -133,6 +135,8 @@ def _section(failure: Failure, blocker: Blocker | None, resolved: list[str]) -> 
               if measured.get("rounding_ties") else []),
             *([f"  NaN made:    {nan_text(measured['nan_made'])}"]
               if measured.get("nan_made") else []),
+            *([f"  limits:      {limits_after_text(measured['limits_after'])}"]
+              if measured.get("limits_after") else []),
         ])  # fmt: skip
     if failure.cls == "miscompile":
         return f"miscompile: {failure.detail}"
@@ -246,6 +250,7 @@ class TestRecorder:
         self._phases[item.nodeid] = {}
         self._current = rec
         self.session.closeness.reset()
+        spyre_sim.limits.reset()
         if self.session.placement is not None:
             self.session.placement.enabled = not on_host
         return (yield from self._phase(item))

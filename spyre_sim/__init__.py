@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from spyre_sim import telemetry
+from spyre_sim import limits, telemetry
 from spyre_sim._torch_hook import register_when_torch_imports
 from spyre_sim.catalogue import (
     Catalogue,
@@ -100,6 +100,7 @@ __all__ = [
     "round_wide_to_dl16",
     "settings",
     "stack_generation",
+    "limits",
     "telemetry",
     "use_stack",
 ]

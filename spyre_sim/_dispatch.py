@@ -40,6 +40,7 @@ from spyre_sim import (
     _wide_arithmetic,
     _wide_values,
     layout,
+    limits,
     refusals,
     scope,
     telemetry,
@@ -67,10 +68,14 @@ def dispatch(func: OpOverload, args: Sequence[Any], kwargs: dict[str, Any] | Non
     if info is None:
         info = _INFO[func] = _op_info.OpInfo(func)
     if _handlers and func in _handlers:
-        return refusals.call(
+        out = refusals.call(
             func, lambda: _dispatch_one(func, info, args, kwargs), args, kwargs or {}, info.name
         )
-    return _dispatch_one(func, info, args, kwargs)
+    else:
+        out = _dispatch_one(func, info, args, kwargs)
+    if device_state.limit_met:  # an emulator limit was met: note what the device writes now
+        limits.note_written(info, out)
+    return out
 
 
 def _dispatch_one(

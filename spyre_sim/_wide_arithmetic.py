@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from spyre_sim import _modules, telemetry
+from spyre_sim import _modules, limits
 from spyre_sim._storage import FLOAT_WIDE
 from spyre_sim.numerics import DL16_HOST_MAX, round_wide_held, round_wide_kept
 
@@ -278,7 +278,7 @@ def note_range() -> None:
     """Count one ``fp16-range`` emulator limit in the running module: a DL16 number beyond
     fp16's range that the emulator could not keep (:mod:`spyre_sim._wide_values`), so the
     test's report tells its results apart from the device's own numbers."""
-    telemetry.count_emulator_limit(RANGE_LIMIT, _modules.current_module_path())
+    limits.met(RANGE_LIMIT, _modules.current_module_path())
 
 
 def _batch(info: OpInfo, hargs: list[Any]) -> int:

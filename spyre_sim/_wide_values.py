@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from spyre_sim import _host_arguments, _modules, _op_results, _wide_arithmetic, telemetry
+from spyre_sim import _host_arguments, _modules, _op_results, _wide_arithmetic, limits
 from spyre_sim._miscompiles_ops import EMULATOR_LIMIT as HOLDER_LIMIT
 from spyre_sim._tensor import SpyreTensor
 from spyre_sim.numerics import (
@@ -151,7 +151,7 @@ def limit_of(values: torch.Tensor) -> str | None:
 
 def note(limit: str) -> None:
     """Count one emulator limit ``limit`` in the running module."""
-    telemetry.count_emulator_limit(limit, _modules.current_module_path())
+    limits.met(limit, _modules.current_module_path())
 
 
 def lost(info: OpInfo, args: Sequence[Any], kwargs: dict[str, Any] | None) -> None:

@@ -119,6 +119,10 @@ class DeviceState:
         #: whether a device tensor ever carried wide values (:mod:`spyre_sim._wide_values`):
         #: until then no op looks for them. Never reset: such a tensor may outlive a reset.
         self.wide_seen = False
+        #: whether an emulator limit was met since :func:`spyre_sim.limits.reset`, and the
+        #: storages (by address) the device wrote since then (:mod:`spyre_sim.limits`)
+        self.limit_met = False
+        self.limit_written: set[int] = set()
 
     def forget_warnings(self) -> None:
         """Give the once-per-process warnings again."""
@@ -142,6 +146,8 @@ class DeviceState:
         self.scope_depth = 0
         self.out_args.clear()
         self.refusal_handlers.clear()
+        self.limit_met = False
+        self.limit_written.clear()
         self.forget_warnings()
 
 

@@ -462,6 +462,24 @@ def test_emulator_limit_unchecked(spyre_device):
     Shift()(torch.zeros(2, 8).to(spyre_device)).cpu()
 
 
+@pytest.mark.parametrize("case", ["after", "before", "written", "host"])
+def test_limit_and_compare(spyre_device, case):
+    torch.manual_seed(0)
+    model = Linear().to(spyre_device)
+    x = torch.randn(4, 64).to(spyre_device)
+    if case == "before":
+        Shift()(torch.zeros(2, 8).to(spyre_device)).cpu()  # an emulator limit
+    # the same values computed two ways that round differently in DL16 (x * 3 rounds)
+    first, second = model(x), model(x * 3) / 3
+    if case != "before":
+        Shift()(torch.zeros(2, 8).to(spyre_device)).cpu()
+    if case == "written":
+        first[:2].mul_(1.0)  # written (through a view) after the limit
+    if case == "host":
+        first, second = first.cpu(), second.cpu()
+    torch.testing.assert_close(first, second, atol=1e-7, rtol=0)
+
+
 def test_miscompile_unchecked(spyre_device):
     assert Sdpa()(_packed().to(spyre_device)).shape == (1, 2, 64, 64)
 
@@ -565,7 +583,7 @@ def test_a_miscompile_gets_a_section_on_the_test(at_2026_05: Run) -> None:
     )
     pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
         [
-            "failures by class: gap 1, precision 5, miscompile 1, emulator 1, unexplained 1",
+            "failures by class: gap 1, precision 6, miscompile 1, emulator 4, unexplained 1",
             "miscompiles: sdpa-strided (2 tests)",
         ]
     )
@@ -607,10 +625,39 @@ def test_what_only_the_emulator_loses_is_its_limit(at_2026_05: Run) -> None:
     assert passed["outcome"] == "passed"
     at_2026_05.fnmatch_lines(["emulator limit: a DL16 number the emulator's fp16 host*"])
     pytest.LineMatcher(at_2026_05.summary).fnmatch_lines(
-        ["emulator limits: fp16-holder (2 tests) (DL16 numbers the emulator's*"]
+        ["emulator limits: fp16-holder (6 tests) (DL16 numbers the emulator's*"]
     )
     assert at_2026_05.report is not None
-    assert at_2026_05.report["summary"]["emulator_limits"] == {"fp16-holder": 2}
+    assert at_2026_05.report["summary"]["emulator_limits"] == {"fp16-holder": 6}
+
+
+def test_a_limit_met_after_the_compared_values_leaves_the_comparison_to_decide(
+    at_2026_05: Run,
+) -> None:
+    """An emulator limit changes what the emulator computes from where it was met on, not the
+    values the device computed before: a closeness check of two device tensors made before the
+    test's first limit, and not written since, is judged as the comparison it is (precision);
+    values made or written after it, or compared on the host (where nothing says where they
+    came from), stay the emulator's limit."""
+    after = _record(at_2026_05, "test_limit_and_compare[after]")
+    assert after["emulator_limits"] == {"fp16-holder": 1}
+    failure = after["failure"]
+    assert isinstance(failure, dict)
+    assert failure["class"] == "precision", failure
+    assert failure["measured"]["limits_after"] == {"fp16-holder": 1}
+    at_2026_05.fnmatch_lines([
+        "  limits:      emulator limits met in this test (fp16-holder x1) came after the "
+        "compared values were computed and did not reach them",
+    ])  # fmt: skip
+    for name in ("before", "written", "host"):
+        failure = _record(at_2026_05, f"test_limit_and_compare[{name}]")["failure"]
+        assert isinstance(failure, dict)
+        assert failure["class"] == "emulator", (name, failure)
+    # no limit in the test: a closeness failure carries no reach at all
+    precision = _record(at_2026_05, "test_precision")["failure"]
+    assert isinstance(precision, dict)
+    assert "limits_reached" not in precision["measured"]
+    assert "limits_after" not in precision["measured"]
 
 
 def test_child_processes_inherit_the_device_settings(suite: Path) -> None:
