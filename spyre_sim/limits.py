@@ -31,11 +31,16 @@ __all__ = ["met", "reached", "reset", "tracking"]
 
 _VIEW = -2  # OpInfo.fresh: the result aliases an input without writing it
 
+#: How many storages are noted at most; beyond, every value counts as reached (a process that
+#: never resets, such as a long script after one limit, must not grow the set without bound).
+MOST_NOTED = 1 << 20
+
 
 def reset() -> None:
     """Forget limits met and storages written (the plugin calls it as each test starts)."""
     device_state.limit_met = False
     device_state.limit_written.clear()
+    device_state.limit_overflow = False
 
 
 def met(kind: str, module_path: str | None) -> None:
@@ -56,6 +61,8 @@ def _address(tensor: Any) -> int:
 def note_written(info: OpInfo, out: Any) -> None:
     """Note the storages an op wrote: its results, but those that are views of an input (the
     op dispatch calls this only while :func:`tracking`)."""
+    if device_state.limit_overflow:
+        return  # every value counts as reached already
     from spyre_sim._tensor import SpyreTensor
 
     fresh = info.fresh
@@ -63,12 +70,14 @@ def note_written(info: OpInfo, out: Any) -> None:
     if type(out) is SpyreTensor:
         if not fresh or fresh[0] != _VIEW:
             written.add(_address(out))
-        return
-    if isinstance(out, (tuple, list)):
+    elif isinstance(out, (tuple, list)):
         for i, item in enumerate(out):
             how = fresh[0] if len(fresh) == 1 else (fresh[i] if i < len(fresh) else -1)
             if type(item) is SpyreTensor and how != _VIEW:
                 written.add(_address(item))
+    if len(written) > MOST_NOTED:
+        written.clear()
+        device_state.limit_overflow = True
 
 
 def reached(values: Sequence[Any]) -> bool | None:
@@ -80,5 +89,7 @@ def reached(values: Sequence[Any]) -> bool | None:
         return None
     from spyre_sim._tensor import SpyreTensor
 
+    if device_state.limit_overflow:
+        return True
     written = device_state.limit_written
     return any(type(value) is not SpyreTensor or _address(value) in written for value in values)

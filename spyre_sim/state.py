@@ -123,6 +123,7 @@ class DeviceState:
         #: storages (by address) the device wrote since then (:mod:`spyre_sim.limits`)
         self.limit_met = False
         self.limit_written: set[int] = set()
+        self.limit_overflow = False  # more storages written than it notes: all count
 
     def forget_warnings(self) -> None:
         """Give the once-per-process warnings again."""
@@ -148,6 +149,7 @@ class DeviceState:
         self.refusal_handlers.clear()
         self.limit_met = False
         self.limit_written.clear()
+        self.limit_overflow = False
         self.forget_warnings()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+import pytest
 import torch
 
 STACK = "2026.09"
@@ -66,3 +67,20 @@ def test_reset_forgets(spyre: ModuleType) -> None:
     assert spyre.limits.reached([after]) is True
     spyre.limits.reset()
     assert spyre.limits.reached([after]) is None
+
+
+def test_beyond_the_most_it_notes_every_value_counts_as_reached(
+    spyre: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spyre.limits, "MOST_NOTED", 3)
+    big = _beyond_fp16(spyre)
+    spyre.limits.reset()
+    with spyre.use_stack(STACK), torch.no_grad():
+        before = torch.ones(2, 64, dtype=torch.float16).to("spyre") * 3
+        big.cpu()
+        assert spyre.limits.reached([before]) is False
+        kept = [torch.ones(2, 64, dtype=torch.float16).to("spyre") * 3 for _ in range(4)]
+        assert len(kept) == 4  # alive: four storages more than it notes
+    assert spyre.limits.reached([before]) is True
+    spyre.limits.reset()
+    assert spyre.limits.reached([before]) is None
