@@ -91,6 +91,7 @@ __all__ = [
     "configure",
     "current_stack",
     "in_model_scope",
+    "limits",
     "load_release_file",
     "model_scope",
     "register",
@@ -100,7 +101,6 @@ __all__ = [
     "round_wide_to_dl16",
     "settings",
     "stack_generation",
-    "limits",
     "telemetry",
     "use_stack",
 ]

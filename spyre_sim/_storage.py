@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from spyre_sim import _lowering, _modules, telemetry
+from spyre_sim import _lowering, _modules, limits, telemetry
 from spyre_sim._tensor import SpyreTensor, nbytes, wrap
 from spyre_sim.errors import SpyreDowncastWarning, SpyreLayoutError, SpyreLoweringError
 from spyre_sim.numerics import nan_enters_, round_to_dl16_, round_wide_to_dl16
@@ -163,7 +163,9 @@ def host_to_device(src: torch.Tensor) -> SpyreTensor:
     """Move a CPU tensor to the device (a transfer): checks, conversions, telemetry."""
     check_transfer(src)
     telemetry.count_transfer(True, nbytes(src))
-    return wrap(entered(to_device_storage(src.detach().clone(), fresh=True)))
+    moved = wrap(entered(to_device_storage(src.detach().clone(), fresh=True)))
+    limits.note_new(moved)
+    return moved
 
 
 # --- gap behaviour of transfers, registered by gap id -----------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch._ops import OpOverload
 
-from spyre_sim import telemetry
+from spyre_sim import limits, telemetry
 from spyre_sim.errors import InferenceOnlyError
 from spyre_sim.state import device_state
 
@@ -56,6 +56,7 @@ class SpyreTensor(torch.Tensor):
             if name not in ("_host", "_wide"):
                 setattr(copy, name, value)
         _wide_values.copy_wide(self, copy)
+        limits.note_new(copy)
         memo[id(self)] = copy
         return copy
 

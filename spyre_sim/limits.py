@@ -61,20 +61,31 @@ def _address(tensor: Any) -> int:
 def note_written(info: OpInfo, out: Any) -> None:
     """Note the storages an op wrote: its results, but those that are views of an input (the
     op dispatch calls this only while :func:`tracking`)."""
-    if device_state.limit_overflow:
-        return  # every value counts as reached already
     from spyre_sim._tensor import SpyreTensor
 
     fresh = info.fresh
-    written = device_state.limit_written
     if type(out) is SpyreTensor:
         if not fresh or fresh[0] != _VIEW:
-            written.add(_address(out))
+            _note(out)
     elif isinstance(out, (tuple, list)):
         for i, item in enumerate(out):
             how = fresh[0] if len(fresh) == 1 else (fresh[i] if i < len(fresh) else -1)
             if type(item) is SpyreTensor and how != _VIEW:
-                written.add(_address(item))
+                _note(item)
+
+
+def note_new(tensor: Any) -> None:
+    """Note a device tensor made outside an op (a transfer in, a deep copy) while
+    :func:`tracking`: its values are written after the limit."""
+    if device_state.limit_met:
+        _note(tensor)
+
+
+def _note(tensor: Any) -> None:
+    if device_state.limit_overflow:
+        return  # every value counts as reached already
+    written = device_state.limit_written
+    written.add(_address(tensor))
     if len(written) > MOST_NOTED:
         written.clear()
         device_state.limit_overflow = True

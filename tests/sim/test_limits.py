@@ -4,6 +4,7 @@ before and did not write since cannot hold the limit's consequence."""
 
 from __future__ import annotations
 
+import copy
 from types import ModuleType
 
 import pytest
@@ -36,13 +37,17 @@ def test_values_made_before_the_first_limit_are_not_reached(spyre: ModuleType) -
         assert spyre.limits.tracking()
         after = torch.ones(2, 64, dtype=torch.float16).to("spyre") * 3
         view_after = before[1]  # a view taken after the limit writes nothing
-        # a transfer after it is a write
+        # a transfer after it is a write, and so is a deep copy
         moved_in = torch.ones(2, 64, dtype=torch.float16).to("spyre")
+        made = spyre.SpyreTensor(torch.ones(2, 64, dtype=torch.float16))
+        copied = copy.deepcopy(before)
     assert run.snapshot.to_json()["emulator_limits"]["fp16-range"]["count"] == 1
     assert spyre.limits.reached([before]) is False
     assert spyre.limits.reached([view_before, view_after]) is False
     assert spyre.limits.reached([after]) is True
     assert spyre.limits.reached([moved_in]) is True
+    assert spyre.limits.reached([made]) is True
+    assert spyre.limits.reached([copied]) is True
     assert spyre.limits.reached([before, after]) is True
     assert spyre.limits.reached([before.cpu()]) is True  # a host value: nothing says whence
 
