@@ -6,6 +6,8 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from pytest_spyre.record import FAILURE_CLASSES, TestRecord, tally
+from spyre_sim.catalogue import GapState
+from spyre_sim.miscompile import POOL_PLANNING
 
 if TYPE_CHECKING:
     from pytest_spyre.session import DeviceSession
@@ -55,7 +57,10 @@ def write(terminal: Any, session: DeviceSession, records: list[TestRecord]) -> N
         for op, count in sorted(total.fallbacks.items(), key=_order)
     ]
     terminal.write_line(f"fallbacks: {_listing(fallbacks)}")
-    terminal.write_line(f"miscompiles: {_per_tests(total.miscompiles)}")
+    pool = ""
+    if not POOL_PLANNING and session.release.gap_states.get("mem-pool") is GapState.MISCOMPILED:
+        pool = " (HBM_POOL_PLANNING=0: the stack's pool planning is off, and with it `mem-pool`)"
+    terminal.write_line(f"miscompiles: {_per_tests(total.miscompiles)}{pool}")
     if total.emulator_limits:
         terminal.write_line(
             f"emulator limits: {_per_tests(total.emulator_limits)} (DL16 numbers the emulator's "

@@ -8,6 +8,7 @@ What each returns is described in :mod:`spyre_sim.miscompile`; sources for each 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,10 +17,19 @@ import torch
 from spyre_sim._miscompile_registry import host_of as _host
 from spyre_sim._miscompile_registry import register
 
+#: Whether the stack plans an HBM pool for intermediates: ``HBM_POOL_PLANNING=0`` in the
+#: environment turns it off, the upstream workaround of the ``mem-pool`` regression ("fixes
+#: it", torch-spyre #3980; #3979 uses the same switch). torch-spyre reads it once, when it is
+#: imported, and so does the device: setting it later in the process changes nothing.
+POOL_PLANNING = os.environ.get("HBM_POOL_PLANNING", "1").strip() != "0"
+
 
 @register("mem-pool", "aten.cat")
 def mem_pool_cache_concat(args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> Any:
-    """A 4-D cat along dim -2 (KV-cache append) returns its cached part as zeros."""
+    """A 4-D cat along dim -2 (KV-cache append) returns its cached part as zeros (while the
+    stack plans the pool: not with ``HBM_POOL_PLANNING=0``)."""
+    if not POOL_PLANNING:
+        return None
     tensors = args[0] if args else kwargs.get("tensors", ())
     dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
     if len(tensors) != 2 or not isinstance(out, torch.Tensor) or out.dim() != 4:

@@ -31,7 +31,9 @@ decision is ``miscompiled`` for that gap), and records it in telemetry with the 
 - ``mem-pool`` (:func:`mem_pool_cache_concat`): the Aug 2026 pool-planning regression. Buffers
   that live across bundles (the KV cache) get their pool slot reused: a 4-D ``cat`` along the
   sequence dim (-2) — a KV-cache append in decode — returns the cached part as zeros. Prefill
-  is unaffected; generated tokens after the first diverge.
+  is unaffected; generated tokens after the first diverge. Not while the stack's pool planning
+  is off (:data:`POOL_PLANNING`: ``HBM_POOL_PLANNING=0`` when the device is imported, the
+  upstream workaround).
 - ``topk-largest`` (:func:`topk_largest_dropped`): ``topk(largest=False)`` returns the k
   largest values and their indices.
 - ``pow-cube`` (:func:`pow_cube_abs4`): ``pow(x, 3)`` returns ``|x| ** 4``.
@@ -89,6 +91,7 @@ from spyre_sim._miscompiles_fp32 import UPCAST_ATTR as UPCAST_ATTR
 from spyre_sim._miscompiles_fp32 import fp32_upcast_tag as fp32_upcast_tag
 
 # isort: split
+from spyre_sim._miscompiles_memory import POOL_PLANNING as POOL_PLANNING
 from spyre_sim._miscompiles_memory import mem_pool_cache_concat as mem_pool_cache_concat
 
 # isort: split
@@ -112,6 +115,7 @@ from spyre_sim._miscompile_registry import registered_marks as registered_marks
 __all__ = [
     "FP32_REDUCE_ROWS",
     "NEAR_CONSTANT_VARIANCE",
+    "POOL_PLANNING",
     "SDPA_STICK",
     "UPCAST_ATTR",
     "Mark",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -107,6 +110,28 @@ def test_mem_pool_regression_only_in_2026_08(spyre: ModuleType) -> None:
     with spyre.use_stack("2026.09"):
         assert (torch.cat((cache, new), dim=-2).cpu()[:, :, :3] == 1).all()
     assert spyre.telemetry.snapshot().to_json()["miscompiles"]["mem-pool"]["count"] == 1
+
+
+_POOL_PROBE = """
+import torch, spyre_sim
+cache = torch.ones(1, 2, 3, 64, dtype=torch.float16).to("spyre")
+new = torch.full((1, 2, 1, 64), 2.0, dtype=torch.float16).to("spyre")
+with spyre_sim.use_stack("2026.08"):
+    grown = torch.cat((cache, new), dim=-2).cpu()
+print(int((grown[:, :, :3] == 1).all()), spyre_sim.telemetry.snapshot().to_json()["miscompiles"])
+"""
+
+
+@pytest.mark.parametrize(("setting", "expected"), [("0", "1 {}"), ("1", "0 {'mem-pool'")])
+def test_the_upstream_workaround_of_the_pool_regression(setting: str, expected: str) -> None:
+    """``HBM_POOL_PLANNING=0`` (torch-spyre #3980) turns the pool planning off, and with it
+    the 2026.08 regression; it is read when the device is imported, as torch-spyre reads it."""
+    env = dict(os.environ, HBM_POOL_PLANNING=setting)
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", _POOL_PROBE],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.startswith(expected), done.stdout + done.stderr
 
 
 # --- newer evidence (docs/STACK.md §8) --------------------------------------------------------
