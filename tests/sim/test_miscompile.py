@@ -134,6 +134,16 @@ def test_the_upstream_workaround_of_the_pool_regression(setting: str, expected: 
     assert done.stdout.startswith(expected), done.stdout + done.stderr
 
 
+def test_the_pool_switch_set_after_import_changes_nothing(
+    spyre: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HBM_POOL_PLANNING", "0")  # too late: read when the device is imported
+    cache = torch.ones(1, 2, 3, 64, dtype=torch.float16).to("spyre")
+    new = torch.full((1, 2, 1, 64), 2.0, dtype=torch.float16).to("spyre")
+    with spyre.use_stack("2026.08"):
+        assert (torch.cat((cache, new), dim=-2).cpu()[:, :, :3] == 0).all()
+
+
 # --- newer evidence (docs/STACK.md §8) --------------------------------------------------------
 
 
