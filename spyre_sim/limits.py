@@ -27,7 +27,7 @@ from spyre_sim.state import device_state
 if TYPE_CHECKING:
     from spyre_sim._op_info import OpInfo
 
-__all__ = ["met", "reached", "reset", "tracking"]
+__all__ = ["MOST_NOTED", "met", "note_new", "note_written", "reached", "reset", "tracking"]
 
 _VIEW = -2  # OpInfo.fresh: the result aliases an input without writing it
 
