@@ -131,3 +131,17 @@ class OpInfo:
             if a.name in _INDEX_ARGUMENTS
             and str(a.type) in ("Tensor", "Optional[Tensor]", "List[Optional[Tensor]]")
         )
+
+    def output_how(self, i: int) -> int:
+        """How return ``i`` relates to the inputs, an entry of :attr:`fresh`: a ``Tensor[]``
+        return (one annotation: ``split``, ``unbind``) gives every item that one; a return the
+        schema does not annotate is fresh."""
+        fresh = self.fresh
+        if len(fresh) == 1:
+            return fresh[0]
+        return fresh[i] if i < len(fresh) else -1
+
+    def writes_output(self, i: int) -> bool:
+        """Whether the op writes return ``i`` (fresh, or an input written in place), not a view
+        of an input."""
+        return self.output_how(i) != -2

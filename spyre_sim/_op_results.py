@@ -28,20 +28,12 @@ _out_args = device_state.out_args  # out= tensors of the op being finished (set 
 def finish(info: OpInfo, args: Sequence[Any], out: Any, rounded: bool = False) -> Any:
     """Store results the way the device does and wrap them (``rounded``: fp16 results are
     DL16 already)."""
-    fresh = info.fresh
     rounds = info.rounds and not rounded
     if type(out) is torch.Tensor:
-        return _store_one(fresh[0] if fresh else -1, args, out, rounds)
+        return _store_one(info.output_how(0), args, out, rounds)
     if isinstance(out, (tuple, list)):
-        if len(fresh) == 1:  # Tensor[] return (split, unbind): all share the annotation
-            how = fresh[0]
-            return type(out)(
-                _store_one(how, args, o, rounds) if isinstance(o, torch.Tensor) else o for o in out
-            )
         return type(out)(
-            _store_one(fresh[i] if i < len(fresh) else -1, args, o, rounds)
-            if isinstance(o, torch.Tensor)
-            else o
+            _store_one(info.output_how(i), args, o, rounds) if isinstance(o, torch.Tensor) else o
             for i, o in enumerate(out)
         )
     return out

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MOST_NOTED", "met", "note_new", "note_written", "reached", "reset", "tracking"]
 
-_VIEW = -2  # OpInfo.fresh: the result aliases an input without writing it
-
 #: How many storages are noted at most; beyond, every value counts as reached (a process that
 #: never resets, such as a long script after one limit, must not grow the set without bound).
 MOST_NOTED = 1 << 20
@@ -63,14 +61,12 @@ def note_written(info: OpInfo, out: Any) -> None:
     op dispatch calls this only while :func:`tracking`)."""
     from spyre_sim._tensor import SpyreTensor
 
-    fresh = info.fresh
     if type(out) is SpyreTensor:
-        if not fresh or fresh[0] != _VIEW:
+        if info.writes_output(0):
             _note(out)
     elif isinstance(out, (tuple, list)):
         for i, item in enumerate(out):
-            how = fresh[0] if len(fresh) == 1 else (fresh[i] if i < len(fresh) else -1)
-            if type(item) is SpyreTensor and how != _VIEW:
+            if type(item) is SpyreTensor and info.writes_output(i):
                 _note(item)
 
 
