@@ -154,13 +154,28 @@ def _collect(
     return ids
 
 
+#: Above this many characters of test ids, they go to pytest in a file (``@FILE``, one id per
+#: line; pytest 8.2 and later): the whole tree's ``fast`` selection is some 100,000 ids, more
+#: than a command line holds.
+IDS_ON_COMMAND_LINE = 100_000
+
+
+def _id_args(ids: list[str], path: Path) -> list[str]:
+    """The arguments naming ``ids`` for pytest: the ids themselves, or ``@path`` holding them."""
+    if sum(len(i) + 1 for i in ids) <= IDS_ON_COMMAND_LINE:
+        return list(ids)
+    path.write_text("".join(f"{i}\n" for i in ids))
+    return [f"@{path}"]
+
+
 def _run(
     mode: str, runner: list[str], ids: list[str], env: dict[str, str], extra: list[str],
     tree: Path, workdir: Path,
 ) -> ModeRun:  # fmt: skip
     junit = workdir / f"{mode}.xml"
     report = workdir / f"{mode}.json"
-    cmd = [*runner, *ids, "-q", "-p", "no:logging", "--tb=no", f"--junitxml={junit}", *extra]
+    cmd = [*runner, *_id_args(ids, workdir / f"{mode}.ids"), "-q", "-p", "no:logging", "--tb=no",
+           f"--junitxml={junit}", *extra]  # fmt: skip
     if mode != "cpu":
         cmd += [*MODES[mode], f"--spyre-report={report}"]
     split = workdir / f"{mode}.split"

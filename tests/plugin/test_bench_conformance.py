@@ -99,3 +99,14 @@ def test_no_second_table_when_every_common_test_passes_on_the_cpu() -> None:
     summary: dict[str, object] = {}
     bench._test_times([cpu, device], cpu, summary)
     assert "test_time_cpu_passing" not in summary
+
+
+def test_many_ids_go_to_pytest_in_a_file(tmp_path: Path) -> None:
+    few = ["tests/models/bert/test_modeling_bert.py::BertModelTest::test_model"]
+    assert bench._id_args(few, tmp_path / "few.ids") == few
+    assert not (tmp_path / "few.ids").exists()
+    many = [f"tests/models/x/test_modeling_x.py::XTest::test_{i}" for i in range(5000)]
+    assert sum(map(len, many)) > bench.IDS_ON_COMMAND_LINE  # more than a command line holds
+    args = bench._id_args(many, tmp_path / "many.ids")
+    assert args == [f"@{tmp_path / 'many.ids'}"]
+    assert (tmp_path / "many.ids").read_text().splitlines() == many
