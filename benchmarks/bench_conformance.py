@@ -141,9 +141,10 @@ def _junit_outcomes(path: Path, tree: Path) -> tuple[dict[str, str], dict[str, f
 
 
 def _collect(
-    runner: list[str], files: list[str], env: dict[str, str], deselect: str | None
-) -> list[str]:
-    cmd = [*runner, *files, "--collect-only", "-q", "-p", "no:logging"]
+    runner: list[str], files: list[str], env: dict[str, str], deselect: str | None,
+    flags: tuple[str, ...] = (),
+) -> list[str]:  # fmt: skip
+    cmd = [*runner, *files, "--collect-only", "-q", "-p", "no:logging", *flags]
     if deselect:
         cmd += ["-k", deselect]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -168,6 +169,16 @@ def _id_args(ids: list[str], path: Path) -> list[str]:
     return [f"@{path}"]
 
 
+def common_ids(cpu: list[str], device: list[str]) -> tuple[list[str], list[str]]:
+    """The ids both runs collect (in the CPU's order), and the others. A test parametrized by
+    ``torch_device`` has another id in each (``test_simple_generate_0_cpu``): given to the other
+    run, pytest stops at "not found" (under xdist it runs nothing and exits 0)."""
+    on_device = set(device)
+    common = [i for i in cpu if i in on_device]
+    kept = set(common)
+    return common, sorted({*cpu, *device} - kept)
+
+
 def _run(
     mode: str, runner: list[str], ids: list[str], env: dict[str, str], extra: list[str],
     tree: Path, workdir: Path,
@@ -189,6 +200,9 @@ def _run(
         sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
         raise SystemExit(f"pytest exited {done.returncode} in mode {mode}")
     outcomes, times = _junit_outcomes(junit, tree)
+    if ids and not outcomes:  # never a table of "unexplained" for tests that did not run
+        sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
+        raise SystemExit(f"pytest ran none of the {len(ids)} tests in mode {mode}")
     result = ModeRun(mode, wall, outcomes, times=times)
     for part in workdir.glob(f"{mode}.split.*"):  # one file per pytest process
         for key, value in json.loads(part.read_text()).items():
@@ -390,10 +404,14 @@ def main(argv: list[str] | None = None) -> int:
     runner = [str(runner_script)]
     deselect = FAST_DESELECT if args.selection == "fast" else None
     ids = _collect(runner, files, env, deselect)
+    ids, apart = common_ids(ids, _collect(runner, files, env, deselect, ("--spyre",)))
     if args.selection == "smoke":
         pattern = re.compile(r"::(" + "|".join(SMOKE_NAMES) + r")$")
         ids = [i for i in ids if pattern.search(i)]
     print(f"{len(ids)} tests selected ({args.selection}) in {len(files)} files", file=sys.stderr)
+    if apart:
+        print(f"{len(apart)} tests left out: collected on the CPU or on the device only "
+              f"(named after the device they run on), e.g. {apart[0]}", file=sys.stderr)  # fmt: skip
     extra = list(args.pytest_args)
     if args.jobs:
         extra += ["-n", str(args.jobs)]

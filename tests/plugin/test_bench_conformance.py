@@ -110,3 +110,11 @@ def test_many_ids_go_to_pytest_in_a_file(tmp_path: Path) -> None:
     args = bench._id_args(many, tmp_path / "many.ids")
     assert args == [f"@{tmp_path / 'many.ids'}"]
     assert (tmp_path / "many.ids").read_text().splitlines() == many
+
+
+def test_only_the_tests_both_runs_collect_are_compared() -> None:
+    cpu = ["t.py::A::test_model", "t.py::A::test_generate_0_cpu", "t.py::A::test_save_load"]
+    device = ["t.py::A::test_save_load", "t.py::A::test_generate_0_spyre", "t.py::A::test_model"]
+    common, apart = bench.common_ids(cpu, device)
+    assert common == ["t.py::A::test_model", "t.py::A::test_save_load"]  # the CPU's order
+    assert apart == ["t.py::A::test_generate_0_cpu", "t.py::A::test_generate_0_spyre"]
