@@ -152,8 +152,15 @@ _REFUSED_HALF = re.compile(
     re.I | re.S,
 )
 #: a dtype compared where the device gave float16 for float32 (``assert_close``'s attribute
-#: check, ``assertEqual(out.dtype, torch.float32)``)
-_HALF_FOR_FLOAT = re.compile(r"torch\.float16 != torch\.float32|torch\.float32 != torch\.float16")
+#: check, ``assertEqual(out.dtype, torch.float32)``), or a test's own message about dtypes and
+#: float32 (Transformers 5.25's ``test_keep_in_fp32_modules_strict_also_hardcode_fp32``: "part
+#: of `_keep_in_fp32_modules_strict` but do not hardcode their dtype"), not a value's repr
+#: (``array(0.0016, dtype=float32)``)
+_HALF_FOR_FLOAT = re.compile(
+    r"torch\.float16 != torch\.float32|torch\.float32 != torch\.float16"
+    r"|(fp32|float32).*\bdtypes?\b(?!\s*=)|\bdtypes?\b(?!\s*=).*(fp32|float32)",
+    re.I | re.S,
+)
 
 
 def _half_refused(chain: Sequence[BaseException], record: TestRecord) -> Failure | None:

@@ -231,6 +231,17 @@ def test_a_dtype_check_finding_float16_for_float32_is_gap_fp32_storage() -> None
     assert classify(mismatch, TestRecord("t"), [check], "DL16").cls == "precision"
     other = AssertionError("torch.int32 != torch.int64")
     assert classify(other, stored, [], "DL16").gap is None
+    # a test's own message about float32 dtypes (Transformers 5.25's check that the parameters
+    # of `_keep_in_fp32_modules_strict` stay float32)
+    own = AssertionError(
+        "False is not true : The following parameters/buffers are part of "
+        "`_keep_in_fp32_modules_strict` but do not hardcode their dtype in the __init__: ('w',)"
+    )
+    assert classify(own, stored, [], "DL16").gap == "fp32-storage"
+    assert classify(own, TestRecord("t"), [], "DL16").gap is None
+    assert classify(AssertionError("False is not true"), stored, [], "DL16").gap is None
+    bound = AssertionError("array(0.0016, dtype=float32) not less than or equal to 1e-07")
+    assert classify(bound, stored, [], "DL16").gap is None  # a value's repr names its dtype
 
 
 def test_a_failed_difference_bound_is_a_closeness_check() -> None:
@@ -729,3 +740,22 @@ def test_a_sections_heading_tells_an_emulator_limit_from_a_defect() -> None:
     )
     refused = Failure("platform", "ValueError: FlexAttention is only supported on CUDA")
     assert "refuses the spyre device type" in _section(refused, None, [])
+
+
+def test_a_subtest_is_classed_by_what_its_test_recorded_so_far(tmp_path: Path) -> None:
+    """A subtest's report is made while its test runs, before the phase's gaps are folded into
+    the test's record: its dtype check after float32 was stored as float16 in the same phase is
+    gap ``fp32-storage``, as the same check outside a subtest is."""
+    (tmp_path / "test_sub.py").write_text(
+        "import unittest\n\nimport torch\n\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_dtype(self):\n"
+        "        stored = torch.ones(64).to('spyre')\n"
+        "        with self.subTest('kept in float32'):\n"
+        "            self.assertTrue(stored.dtype == torch.float32, 'keeps no float32 dtype')\n"
+    )
+    run = pytest_subprocess(tmp_path, "--spyre", report=tmp_path / "r.json")
+    assert run.report is not None
+    (test,) = run.report["tests"]
+    assert test["subtests_failed"] == 1
+    assert (test["failure"]["class"], test["failure"]["gap"]) == ("gap", "fp32-storage")

@@ -157,6 +157,8 @@ SPYRE_DECISIONS = [
     ("aten.isinf", "default", "2026.09", UNSUPPORTED),
     ("aten.pixel_shuffle", "default", "2026.02", DECOMPOSED),
     ("aten.linalg_cholesky_ex", "default", "2026.09", UNSUPPORTED),
+    ("aten.abs_", "default", "2025.12", NATIVE),  # in-place abs (SigLIP 2, Transformers 5.25)
+    ("aten.scatter_add_", "default", "2026.09", UNSUPPORTED),  # no eager kernel (#4396)
     ("aten.isin", "Tensor_Tensor", "2026.03", FALLBACK),
     ("aten.isin", "Tensor_Tensor", "2026.09", FALLBACK),
     ("aten._local_scalar_dense", "default", "2026.03", FALLBACK),
