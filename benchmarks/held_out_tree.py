@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from derived_tree import build_beside, refused, uncollected
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TREE = ROOT.parent / "shared" / "transformers-tests"
@@ -140,25 +140,6 @@ def _sibling_file(tree: Path, family: str) -> str | None:
     return note + text
 
 
-def _collected(run: Path, python: str, families: list[str], cache: Path) -> dict[str, str]:
-    """Collect the generated files in one pytest run; ``family -> reason`` for each file that
-    yields no test (its collection error, or that nothing was collected)."""
-    paths = [f"tests/models/{f}/test_modeling_{f}.py" for f in families]
-    env = {**os.environ, "PYTHON": python, "TT_CACHE": str(cache)}
-    done = subprocess.run(
-        [str(run), *paths, "--collect-only", "-q", "--continue-on-collection-errors"],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
-    output = done.stdout + done.stderr
-    failed: dict[str, str] = {}
-    for family, path in zip(families, paths, strict=True):
-        if f"{path}::" in output:
-            continue
-        errors = [ln for ln in output.splitlines() if ln.startswith("E ") and family in ln]
-        failed[family] = (errors[-1][2:].strip() if errors else "no test collected")[:160]
-    return failed
-
-
 def _build(
     staging: Path,
     source: Path,
@@ -185,9 +166,7 @@ def _build(
         (folder / "__init__.py").write_text("")
         (folder / f"test_modeling_{family}.py").write_text(text)
         written.append(family)
-    cache = staging / ".collect-cache"
-    failed = _collected(staging / "run", args.python, written, cache) if written else {}
-    shutil.rmtree(cache, ignore_errors=True)
+    failed = uncollected(staging / "run", args.python, written) if written else {}
     for family in failed:
         shutil.rmtree(staging / "tree" / "tests" / "models" / family)
     return [f for f in written if f not in failed], failed
@@ -204,13 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only these missing families (comma-separated)")  # fmt: skip
     args = parser.parse_args(argv)
     source = args.tree / "tree"
-    if not (source / "tests" / "models").is_dir() or not (args.tree / "run").is_file():
-        print(f"held_out_tree: {args.tree} has no tree/tests/models or run script; "
-              "give --tree the shared transformers-tests directory", file=sys.stderr)  # fmt: skip
-        return 2
-    if args.out.exists():
-        print(f"held_out_tree: --out {args.out} exists; give a new path (nothing is "
-              "overwritten)", file=sys.stderr)  # fmt: skip
+    if refused("held_out_tree", args.tree, args.out):
         return 2
     done = subprocess.run([args.python, "-c", _DISCOVER], capture_output=True, text=True,
                           check=False)  # fmt: skip
@@ -224,16 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     missing = sorted((set(decoders) | set(SIBLINGS)) - present)
     if wanted:
         missing = [f for f in missing if f in wanted]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    # built beside --out under a fresh name, then renamed: the finished tree appears whole, or
-    # not at all, and no directory of the user's is reused or removed
-    staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
-    try:
-        made, failed = _build(staging, source, args, missing, decoders)
-        staging.rename(args.out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    made, failed = build_beside(
+        args.out, lambda staging: _build(staging, source, args, missing, decoders)
+    )
     print(f"{args.out}: {len(made)} families the shared tree lacks: {','.join(made)}")
     for family, reason in failed.items():
         print(f"  not collected, left out: {family}: {reason}")

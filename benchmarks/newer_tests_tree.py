@@ -30,14 +30,13 @@ is overwritten, and the tree appears whole or not at all.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
+
+from derived_tree import build_beside, refused, uncollected
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TREE = ROOT.parent / "shared" / "transformers-tests"
@@ -80,26 +79,6 @@ def _families(tree: Path) -> list[str]:
     return sorted(d.name for d in models.iterdir() if (d / f"test_modeling_{d.name}.py").is_file())
 
 
-def _collected(run: Path, python: str, families: list[str], cache: Path) -> dict[str, str]:
-    """Collect every family file in one pytest run; ``family -> reason`` for each that yields
-    no test."""
-    paths = [f"tests/models/{f}/test_modeling_{f}.py" for f in families]
-    env = {"PYTHON": python, "TT_CACHE": str(cache)}
-    done = subprocess.run(
-        [str(run), *paths, "--collect-only", "-q", "--continue-on-collection-errors"],
-        capture_output=True, text=True, env={**os.environ, **env}, check=False,
-    )  # fmt: skip
-    output = done.stdout + done.stderr
-    failed: dict[str, str] = {}
-    for family, path in zip(families, paths, strict=True):
-        if f"{path}::" in output:
-            continue
-        block = output.partition(f"ERROR collecting {path}")[2]
-        errors = [ln for ln in block.splitlines() if ln.startswith("E ")]
-        failed[family] = (errors[0][2:].strip() if errors else "no test collected")[:160]
-    return failed
-
-
 def _build(staging: Path, args: argparse.Namespace, version: str, files: dict[str, bytes]) -> str:
     """Fill ``staging``; return the report's lines."""
     source = args.tree / "tree"
@@ -129,9 +108,7 @@ def _build(staging: Path, args: argparse.Namespace, version: str, files: dict[st
         target.write_bytes(data)
     families = _families(staging / "tree")
     if args.python:
-        cache = staging / ".collect-cache"
-        failed = _collected(staging / "run", args.python, families, cache)
-        shutil.rmtree(cache, ignore_errors=True)
+        failed = uncollected(staging / "run", args.python, families)
         kept = [f for f in families if f not in failed]
         lines.append(f"{len(kept)} of {len(families)} family files collect with {args.python}")
         for family, reason in failed.items():
@@ -159,27 +136,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="interpreter of a venv with the sdist's transformers release: "
                         "collect every family file with it")  # fmt: skip
     args = parser.parse_args(argv)
-    if not (args.tree / "tree" / "tests" / "models").is_dir() or not (args.tree / "run").is_file():
-        print(f"newer_tests_tree: {args.tree} has no tree/tests/models or run script; give "
-              "--tree the shared transformers-tests directory", file=sys.stderr)  # fmt: skip
-        return 2
-    if args.out.exists():
-        print(f"newer_tests_tree: --out {args.out} exists; give a new path (nothing is "
-              "overwritten)", file=sys.stderr)  # fmt: skip
+    if refused("newer_tests_tree", args.tree, args.out):
         return 2
     try:
         version, files = sdist_tests(args.sdist)
     except (OSError, tarfile.TarError, ValueError) as error:
         print(f"newer_tests_tree: cannot read --sdist {args.sdist}: {error}", file=sys.stderr)
         return 2
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
-    try:
-        report = _build(staging, args, version, files)
-        staging.rename(args.out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    report = build_beside(args.out, lambda staging: _build(staging, args, version, files))
     print(report, end="")
     print(f"{args.out}: families to measure in {args.out / 'families.txt'}")
     return 0
