@@ -742,18 +742,25 @@ def test_a_sections_heading_tells_an_emulator_limit_from_a_defect() -> None:
     assert "refuses the spyre device type" in _section(refused, None, [])
 
 
+SUBTEST_DTYPE_CHECK = """
+import unittest
+
+import torch
+
+
+class T(unittest.TestCase):
+    def test_dtype(self):
+        stored = torch.ones(64).to("spyre")  # float32, stored as float16
+        with self.subTest("kept in float32"):
+            self.assertTrue(stored.dtype == torch.float32, "keeps no float32 dtype")
+"""
+
+
 def test_a_subtest_is_classed_by_what_its_test_recorded_so_far(tmp_path: Path) -> None:
     """A subtest's report is made while its test runs, before the phase's gaps are folded into
     the test's record: its dtype check after float32 was stored as float16 in the same phase is
     gap ``fp32-storage``, as the same check outside a subtest is."""
-    (tmp_path / "test_sub.py").write_text(
-        "import unittest\n\nimport torch\n\n"
-        "class T(unittest.TestCase):\n"
-        "    def test_dtype(self):\n"
-        "        stored = torch.ones(64).to('spyre')\n"
-        "        with self.subTest('kept in float32'):\n"
-        "            self.assertTrue(stored.dtype == torch.float32, 'keeps no float32 dtype')\n"
-    )
+    (tmp_path / "test_sub.py").write_text(SUBTEST_DTYPE_CHECK)
     run = pytest_subprocess(tmp_path, "--spyre", report=tmp_path / "r.json")
     assert run.report is not None
     (test,) = run.report["tests"]
