@@ -174,9 +174,7 @@ def common_ids(cpu: list[str], device: list[str]) -> tuple[list[str], list[str]]
     ``torch_device`` has another id in each (``test_simple_generate_0_cpu``): given to the other
     run, pytest stops at "not found" (under xdist it runs nothing and exits 0)."""
     on_device = set(device)
-    common = [i for i in cpu if i in on_device]
-    kept = set(common)
-    return common, sorted({*cpu, *device} - kept)
+    return [i for i in cpu if i in on_device], sorted(on_device.symmetric_difference(cpu))
 
 
 def _run(

@@ -3,7 +3,7 @@
 The shared copy of Transformers' tests (``../shared/transformers-tests``) matches
 ``transformers==5.15.1``. A user on a later 5.x runs that release's tests, and their common
 mixins (``tests/test_modeling_common.py`` and its siblings) change from release to release:
-5.25 adds 14 tests to ``ModelTesterMixin`` (``test_bc_cache_name_forward``,
+5.25 adds 15 tests to ``ModelTesterMixin`` (``test_bc_cache_name_forward``,
 ``test_model_rope_with_partial_rotation``, ``test_can_capture_specific_layers_hidden_states``,
 ...). Transformers' source distribution on the package index ships those top-level
 ``tests/*.py`` files, though not ``tests/models/``. This script builds, outside the checkout,
@@ -97,10 +97,10 @@ def _build(staging: Path, args: argparse.Namespace, version: str, files: dict[st
     for name, data in sorted(files.items()):
         target = tests / name
         if target.is_file():
-            old = target.read_text(encoding="utf-8", errors="replace")
-            if target.read_bytes() == data:
+            old = target.read_bytes()
+            if old == data:
                 continue
-            added = new_tests(old, data.decode("utf-8", errors="replace"))
+            added = new_tests(*(b.decode("utf-8", errors="replace") for b in (old, data)))
             more = f": {len(added)} new tests ({', '.join(added)})" if added else ""
             lines.append(f"  changed tests/{name}{more}")
         else:
